@@ -1,0 +1,288 @@
+"""Host profiles: one TOML file per GPU host, validated into frozen pydantic models.
+
+A directory of profiles is a fleet. Every validation error names the file, the field and the
+offending value, so a typo in a profile stops the console before any host is touched.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+UNIT_RE = re.compile(r"^[A-Za-z0-9@._:-]+\.service$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ARG_RE = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_-]*$")
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SSHConfig(_Strict):
+    """How to reach the host. Anything left unset falls back to ssh_config, then defaults."""
+
+    host: str = Field(min_length=1)
+    """Address or an alias resolved through ssh_config."""
+    port: Port | None = None
+    """TCP port; None means ssh_config's Port, else 22."""
+    user: str | None = None
+    identity_file: Path | None = None
+    known_hosts: Path | None = None
+    """Pinned host keys; default `~/.ssh/known_hosts`. Non-22 ports need `[host]:port` entries."""
+    config_file: Path | None = None
+    """An ssh_config file to honour (default: `~/.ssh/config` when it exists)."""
+    proxy_jump: str | None = None
+    """`[user@]host[:port]` of a jump host, as in ssh -J."""
+    sudo: bool = False
+    """Run privileged commands (systemctl changes, drop-in writes) as `sudo -n …`."""
+    connect_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    keepalive_interval_s: float = Field(default=15.0, gt=0, le=3600)
+    keepalive_count_max: int = Field(default=3, ge=1, le=100)
+
+    @field_validator("host", "user", "proxy_jump")
+    @classmethod
+    def _no_whitespace(cls, value: str | None) -> str | None:
+        if value is not None and (not value or any(c.isspace() for c in value)):
+            raise ValueError("must be non-empty and contain no whitespace")
+        return value
+
+
+class SmokeConfig(_Strict):
+    """A deterministic completion that must contain `expect` (temperature 0)."""
+
+    prompt: str = "2+2="
+    expect: str = "4"
+    max_tokens: int = Field(default=8, ge=1, le=4096)
+
+
+class ServiceConfig(_Strict):
+    unit: str
+    port: Port = 30000
+    """HTTP port of the server on the host, reached through the SSH connection."""
+    ready_timeout_s: float = Field(default=900.0, gt=0)
+    smoke: SmokeConfig = SmokeConfig()
+    health_path: str = "/health"
+    check_flags: bool = True
+    """Check flag names against the installed build's `launch_server --help` before applying."""
+
+    @field_validator("unit")
+    @classmethod
+    def _unit_name(cls, value: str) -> str:
+        if not UNIT_RE.match(value):
+            raise ValueError("must be a systemd service name like 'sglang-x.service'")
+        return value
+
+    @field_validator("health_path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if not value.startswith("/") or any(c.isspace() for c in value):
+            raise ValueError("must start with '/' and contain no whitespace")
+        return value
+
+
+def _check_regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression: {exc}") from exc
+    return value
+
+
+class JournalConfig(_Strict):
+    patterns: tuple[str, ...] = ()
+    """Regexes (Python syntax, searched anywhere in MESSAGE) that the default view shows."""
+    buffer_lines: int = Field(default=5000, ge=100, le=1_000_000)
+
+    @field_validator("patterns")
+    @classmethod
+    def _regexes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in value:
+            _check_regex(pattern)
+        return value
+
+
+class MetricPattern(_Strict):
+    """A private log line to chart, e.g. `DDTREE metrics … recent_al=4.1`."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    regex: str
+
+    @field_validator("regex")
+    @classmethod
+    def _value_group(cls, value: str) -> str:
+        _check_regex(value)
+        if "value" not in re.compile(value).groupindex:
+            raise ValueError("must have a named group (?P<value>…)")
+        return value
+
+
+FlagType = Literal["int", "float", "str", "choice", "switch"]
+
+
+class FlagSpec(_Strict):
+    """A friendly flag name mapped to an ExecStart argument or an Environment= variable."""
+
+    arg: str | None = None
+    env: str | None = None
+    type: FlagType
+    inverted: bool = False
+    """For switches named `--disable-*`: the flag is *on* when the argument is absent."""
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] | None = None
+    help: str = ""
+
+    @field_validator("arg")
+    @classmethod
+    def _arg(cls, value: str | None) -> str | None:
+        if value is not None and not ARG_RE.match(value):
+            raise ValueError("must look like --some-argument")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: str | None) -> str | None:
+        if value is not None and not ENV_RE.match(value):
+            raise ValueError("must be an environment variable name")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FlagSpec:
+        if (self.arg is None) == (self.env is None):
+            raise ValueError("set exactly one of 'arg' or 'env'")
+        if self.type == "choice" and not self.choices:
+            raise ValueError("type 'choice' needs 'choices'")
+        if self.type != "choice" and self.choices:
+            raise ValueError("'choices' only applies to type 'choice'")
+        if self.inverted and self.type != "switch":
+            raise ValueError("'inverted' only applies to type 'switch'")
+        if self.type == "switch" and self.env is not None:
+            raise ValueError("a switch maps to an argument, not an environment variable")
+        if (self.min is not None or self.max is not None) and self.type not in ("int", "float"):
+            raise ValueError("'min'/'max' only apply to int and float flags")
+        return self
+
+
+class ArtifactsConfig(_Strict):
+    package: str = "~/specops-repro"
+    """Local directory of the reproduction package (`~` expanded)."""
+    bench: tuple[str, ...] = ()
+    """Remote globs of benchmark result files to collect."""
+    variant: str = "{budget}"
+    """How a configuration names itself in artifact names, from the flag values."""
+    journal_since: str = "4 hours ago"
+    journal_lines: int = Field(default=200, ge=1, le=100_000)
+    crash_context_lines: int = Field(default=5, ge=0, le=1000)
+
+
+class Profile(_Strict):
+    name: str
+    ssh: SSHConfig
+    service: ServiceConfig
+    journal: JournalConfig = JournalConfig()
+    flags: dict[str, FlagSpec] = {}
+    artifacts: ArtifactsConfig = ArtifactsConfig()
+    metrics: tuple[MetricPattern, ...] = ()
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not NAME_RE.match(value):
+            raise ValueError("must be letters, digits, '.', '_' or '-' (up to 63)")
+        return value
+
+    @field_validator("flags")
+    @classmethod
+    def _flag_names(cls, value: dict[str, FlagSpec]) -> dict[str, FlagSpec]:
+        for name in value:
+            if not re.match(r"^[a-z][a-z0-9_]*$", name):
+                raise ValueError(f"flag name {name!r} must be lower_snake_case")
+        return value
+
+    @property
+    def ssh_port(self) -> int:
+        return self.ssh.port or 22
+
+
+class ProfileError(Exception):
+    """A profile could not be loaded. The message names the file, field and value."""
+
+
+def _format_validation(path: Path, exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        value = err.get("input")
+        if err["type"] == "extra_forbidden":
+            lines.append(f"{path}: unknown key '{field}' (value {value!r})")
+        elif err["type"] == "missing":
+            lines.append(f"{path}: field '{field}' is required")
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            lines.append(f"{path}: field '{field}' = {value!r}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_profile(data: dict[str, Any], source: Path) -> Profile:
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        raise ProfileError(_format_validation(source, exc)) from None
+
+
+def load_profile(path: Path) -> Profile:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"{path}: not valid TOML: {exc}") from None
+    return parse_profile(data, path)
+
+
+def load_fleet(directory: Path) -> list[Profile]:
+    """Load every `*.toml` in `directory`, sorted by file name. Names must be unique."""
+    if not directory.is_dir():
+        raise ProfileError(f"{directory}: not a directory of profiles")
+    files = sorted(directory.glob("*.toml"))
+    if not files:
+        raise ProfileError(f"{directory}: no *.toml profiles found")
+    return _unique(directory, ((f, load_profile(f)) for f in files))
+
+
+def _unique(directory: Path, loaded: Iterable[tuple[Path, Profile]]) -> list[Profile]:
+    seen: dict[str, Path] = {}
+    profiles: list[Profile] = []
+    errors: list[str] = []
+    for path, profile in loaded:
+        if profile.name in seen:
+            errors.append(
+                f"{path}: field 'name' = {profile.name!r}: already used by {seen[profile.name]}"
+            )
+        seen[profile.name] = path
+        profiles.append(profile)
+    if errors:
+        raise ProfileError("\n".join(errors))
+    return profiles
+
+
+def select(profiles: list[Profile], names: Iterable[str]) -> list[Profile]:
+    """The profiles named, in the order asked; all of them when no name is given."""
+    wanted = list(names)
+    if not wanted:
+        return profiles
+    by_name = {p.name: p for p in profiles}
+    unknown = [n for n in wanted if n not in by_name]
+    if unknown:
+        raise ProfileError(
+            f"unknown host {', '.join(map(repr, unknown))}; known: {', '.join(sorted(by_name))}"
+        )
+    return [by_name[n] for n in wanted]
