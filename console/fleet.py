@@ -1,0 +1,141 @@
+"""All hosts together: sessions, journal followers, service status, one stream of events.
+
+Every host runs on its own tasks, so a dead or slow host never delays another one or the
+UI: connecting, following and polling are all per host and never awaited together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable
+
+from console import remote
+from console.events import Event, HostStateChanged, JournalBatch, ServiceStatus
+from console.flags import effective_service, read_flags
+from console.journal import JournalEntry, JournalFollower
+from console.profiles import Profile
+from console.ssh import CommandRecord, HostSession, HostState, RemoteError
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[Event], None]
+
+
+async def read_status(session: HostSession, with_flags: bool = True) -> ServiceStatus:
+    """systemd's view of the unit and the flag values of its effective ExecStart."""
+    profile = session.profile
+    unit = profile.service.unit
+    result = await session.run(remote.systemctl_show(unit), timeout=20)
+    props = remote.parse_show(result.stdout)
+    flags = {}
+    if with_flags:
+        cat = await session.run(remote.systemctl_cat(unit), timeout=20)
+        service = effective_service(cat.stdout)
+        flags = dict(read_flags(profile.flags, service.argv, service.environment))
+    return ServiceStatus(
+        host=session.name,
+        active_state=props.get("ActiveState", "unknown"),
+        sub_state=props.get("SubState", "unknown"),
+        result=props.get("Result", ""),
+        invocation_id=props.get("InvocationID", ""),
+        n_restarts=int(props.get("NRestarts", "0") or 0),
+        need_daemon_reload=props.get("NeedDaemonReload") == "yes",
+        flags=flags,
+    )
+
+
+class Fleet:
+    """Owns one HostSession per profile and emits `console.events` to its listeners."""
+
+    def __init__(
+        self,
+        profiles: Iterable[Profile],
+        *,
+        follow: bool = True,
+        history: int = 200,
+        poll_s: float = 3.0,
+        on_command: Callable[[CommandRecord], None] | None = None,
+    ) -> None:
+        self.profiles = {p.name: p for p in profiles}
+        self.follow = follow
+        self.history = history
+        self.poll_s = poll_s
+        self._listeners: list[Listener] = []
+        self.sessions: dict[str, HostSession] = {
+            name: HostSession(p, on_state=self._state_changed, on_command=on_command)
+            for name, p in self.profiles.items()
+        }
+        self.status: dict[str, ServiceStatus] = {}
+        self.followers: dict[str, JournalFollower] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def listen(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def emit(self, event: Event) -> None:
+        for listener in self._listeners:
+            try:
+                listener(event)
+            except Exception:  # a broken listener must not stop the engine
+                log.exception("event listener failed on %r", type(event).__name__)
+
+    def _state_changed(self, state: HostState) -> None:
+        self.emit(HostStateChanged(state))
+
+    def start(self) -> None:
+        """Start connecting to every host at once; returns immediately."""
+        for name, session in self.sessions.items():
+            session.start()
+            self._tasks.append(asyncio.create_task(self._poll(name), name=f"status:{name}"))
+            if self.follow:
+                follower = JournalFollower(
+                    session,
+                    session.profile.service.unit,
+                    self._journal_delivery(name),
+                    history=self.history,
+                )
+                self.followers[name] = follower
+                self._tasks.append(asyncio.create_task(follower.run(), name=f"journal:{name}"))
+
+    def _journal_delivery(self, name: str) -> Callable[[list[JournalEntry]], None]:
+        def deliver(entries: list[JournalEntry]) -> None:
+            self.emit(JournalBatch(name, entries))
+
+        return deliver
+
+    async def _poll(self, name: str) -> None:
+        session = self.sessions[name]
+        last_invocation: str | None = None
+        while True:
+            await session.wait_connected(timeout=3600 * 24 * 365)
+            try:
+                status = await read_status(session, with_flags=False)
+                if status.invocation_id != last_invocation:
+                    status = await read_status(session)
+                    last_invocation = status.invocation_id
+            except RemoteError as exc:
+                status = ServiceStatus(host=name, error=str(exc))
+                last_invocation = None
+            except ValueError as exc:  # an ExecStart we cannot parse
+                status = ServiceStatus(host=name, error=f"{name}: {exc}")
+            self._remember(status)
+            await asyncio.sleep(self.poll_s)
+
+    def _remember(self, status: ServiceStatus) -> None:
+        previous = self.status.get(status.host)
+        if status.error is None and not status.flags and previous is not None:
+            status = ServiceStatus(**{**status.__dict__, "flags": previous.flags})
+        self.status[status.host] = status
+        if status != previous:
+            self.emit(status)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        await asyncio.gather(*(s.close() for s in self.sessions.values()))

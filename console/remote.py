@@ -1,0 +1,175 @@
+"""The fixed vocabulary of remote commands.
+
+Every command specops ever sends to a host is built here, from an argv, with `shlex.join`.
+`HostSession.run` and `HostSession.stream` only accept a `Command`, so no other module can
+put a hand-formatted shell string on the wire. Inputs that end up in an argv are validated
+first (unit names, paths, cursors) so that nothing surprising reaches a host even quoted.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from console.profiles import UNIT_RE
+
+SHOW_PROPERTIES = (
+    "ActiveState",
+    "SubState",
+    "Result",
+    "InvocationID",
+    "NRestarts",
+    "MainPID",
+    "NeedDaemonReload",
+    "FragmentPath",
+    "DropInPaths",
+    "ExecMainStatus",
+    "ExecMainCode",
+)
+
+# The fields a follower needs; journalctl always adds __CURSOR and the timestamps.
+FOLLOW_FIELDS = (
+    "MESSAGE",
+    "PRIORITY",
+    "_SYSTEMD_INVOCATION_ID",
+    "_PID",
+    "MESSAGE_ID",
+    "N_DROPPED",
+    "SYSLOG_IDENTIFIER",
+    "__SEQNUM",
+    "__SEQNUM_ID",
+)
+
+
+class UnsafeArgument(ValueError):
+    """A value that must never be sent to a host (NUL, newline, bad unit name, …)."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One remote command: an argv, whether it needs root, and optional stdin."""
+
+    argv: tuple[str, ...]
+    privileged: bool = False
+    stdin: str | None = None
+
+    def shell(self, sudo: bool) -> str:
+        """The exact string sent over SSH (the remote login shell parses it)."""
+        argv = ("sudo", "-n", "--", *self.argv) if self.privileged and sudo else self.argv
+        return shlex.join(argv)
+
+
+def _clean(value: str, what: str) -> str:
+    if "\x00" in value or "\n" in value or "\r" in value:
+        raise UnsafeArgument(f"{what} {value!r} contains a NUL or line break")
+    return value
+
+
+def _unit(unit: str) -> str:
+    if not UNIT_RE.match(unit):
+        raise UnsafeArgument(f"unit {unit!r} is not a service name")
+    return unit
+
+
+def _abs_path(path: str) -> str:
+    _clean(path, "path")
+    if not path.startswith("/"):
+        raise UnsafeArgument(f"path {path!r} must be absolute")
+    return path
+
+
+def _cursor(cursor: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9=;_.:-]+", cursor):
+        raise UnsafeArgument(f"journal cursor {cursor!r} has unexpected characters")
+    return cursor
+
+
+# --- systemd ---------------------------------------------------------------------------
+
+
+def systemctl_show(unit: str, properties: Sequence[str] = SHOW_PROPERTIES) -> Command:
+    props = [f"--property={p}" for p in properties]
+    return Command(("systemctl", "show", *props, "--", _unit(unit)))
+
+
+def systemctl_cat(unit: str) -> Command:
+    return Command(("systemctl", "cat", "--", _unit(unit)))
+
+
+def systemctl_is_active(unit: str) -> Command:
+    return Command(("systemctl", "is-active", "--", _unit(unit)))
+
+
+def systemctl_daemon_reload() -> Command:
+    return Command(("systemctl", "daemon-reload"), privileged=True)
+
+
+def systemctl_restart(unit: str) -> Command:
+    return Command(("systemctl", "restart", "--", _unit(unit)), privileged=True)
+
+
+def systemctl_reset_failed(unit: str) -> Command:
+    return Command(("systemctl", "reset-failed", "--", _unit(unit)), privileged=True)
+
+
+def parse_show(text: str) -> dict[str, str]:
+    """`systemctl show` prints KEY=VALUE lines; values may themselves contain '='."""
+    props: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            props[key] = value
+    return props
+
+
+# --- journal ---------------------------------------------------------------------------
+
+
+def journal_last(unit: str) -> Command:
+    """The newest entry of the unit (its cursor is the follower's baseline)."""
+    return Command(("journalctl", "-u", _unit(unit), "-o", "json", "-q", "-n", "1", "--no-pager"))
+
+
+def journal_follow(unit: str, after_cursor: str | None) -> Command:
+    """Follow the unit from just after `after_cursor` (from the start if None)."""
+    argv = ["journalctl", "-u", _unit(unit), "-o", "json", "-q", "-a", "--no-pager", "--no-tail"]
+    if after_cursor is not None:
+        argv.append(f"--after-cursor={_cursor(after_cursor)}")
+    argv += [f"--output-fields={','.join(FOLLOW_FIELDS)}", "-f"]
+    return Command(tuple(argv))
+
+
+def journal_read(
+    unit: str,
+    *,
+    lines: int | None = None,
+    since: str | None = None,
+    after_cursor: str | None = None,
+    invocation: str | None = None,
+) -> Command:
+    """A one-shot read (no follow): history for `tail -n`, excerpts for snapshots."""
+    argv = ["journalctl", "-u", _unit(unit), "-o", "json", "-q", "-a", "--no-pager"]
+    if since is not None:
+        argv.append(f"--since={_clean(since, 'since')}")
+    if after_cursor is not None:
+        argv.append(f"--after-cursor={_cursor(after_cursor)}")
+    if lines is not None:
+        argv.append(f"--lines={int(lines)}")
+    if invocation is not None:
+        if not re.fullmatch(r"[0-9a-f]{32}", invocation):
+            raise UnsafeArgument(f"invocation id {invocation!r} is not 32 hex digits")
+        argv.append(f"_SYSTEMD_INVOCATION_ID={invocation}")
+    return Command(tuple(argv))
+
+
+# --- files -----------------------------------------------------------------------------
+
+
+def sha256sum(paths: Sequence[str]) -> Command:
+    return Command(("sha256sum", "--", *(_abs_path(p) for p in paths)))
+
+
+def read_file(path: str) -> Command:
+    return Command(("cat", "--", _abs_path(path)), privileged=True)

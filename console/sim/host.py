@@ -1,0 +1,413 @@
+"""One simulated GPU host: an in-process asyncssh server with journald, systemd, files, SGLang.
+
+The server answers exactly the remote vocabulary of `console.remote` (dispatching on the
+argv of each exec request), serves the host's root directory over SFTP (chrooted), and
+forwards TCP connections to the service port into the simulated SGLang's HTTP handler.
+Fault helpers let tests abort connections (mid-line, if asked), freeze the server so only
+keepalives can notice, and take the host off the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import shlex
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from console.sim import journal as jq
+from console.sim.http import serve_http
+from console.sim.journal import SimJournal
+from console.sim.sglang import Timing, help_text, seed_bench_files
+from console.sim.systemd import SimUnit
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["SimHost", asyncssh.SSHServerProcess[str], list[str]], Awaitable[int]]
+
+
+def unit_file(unit: str, python: str, port: int, budget: int = 8) -> str:
+    return f"""[Unit]
+Description=SGLang Kimi-K2.6 with DDTree speculative decoding
+After=network-online.target
+
+[Service]
+Type=simple
+Environment=PYTHONUNBUFFERED=1
+Environment=SGLANG_DDTREE_MAX_TOPK=4
+ExecStart={python} -m sglang.launch_server --model-path /models/Kimi-K2.6 --tp 8 \\
+    --host 127.0.0.1 --port {port} --trust-remote-code \\
+    --speculative-algorithm DFLASH --speculative-draft-model-path /models/k26-dflash-b16 \\
+    --speculative-dflash-enable-ddtree --speculative-num-draft-tokens {budget} \\
+    --max-running-requests 32 --speculative-draft-window-size 4096
+Restart=on-failure
+RestartSec=1
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+class _Server(asyncssh.SSHServer):
+    def __init__(self, host: SimHost) -> None:
+        self._host = host
+        self._conn: asyncssh.SSHServerConnection | None = None
+
+    def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+        self._conn = conn
+        self._host.connections.add(conn)
+        if self._host.frozen:
+            self._host.freeze()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._conn is not None:
+            self._host.connections.discard(self._conn)
+
+    def connection_requested(
+        self, dest_host: str, dest_port: int, orig_host: str, orig_port: int
+    ) -> Callable[[asyncssh.SSHReader[Any], asyncssh.SSHWriter[Any]], Awaitable[None]]:
+        unit = self._host.unit
+        server = unit.server
+        if dest_host not in ("127.0.0.1", "localhost") or server is None or server.config is None:
+            raise asyncssh.ChannelOpenError(asyncssh.OPEN_CONNECT_FAILED, "Connection refused")
+        if server.config.args.port != dest_port:
+            raise asyncssh.ChannelOpenError(asyncssh.OPEN_CONNECT_FAILED, "Connection refused")
+
+        async def handle(reader: asyncssh.SSHReader[Any], writer: asyncssh.SSHWriter[Any]) -> None:
+            await serve_http(reader, writer, server.handle_http)
+
+        return handle
+
+
+class SimHost:
+    """A simulated host; `start()` listens on 127.0.0.1 and returns the port."""
+
+    def __init__(
+        self,
+        name: str,
+        root: Path,
+        *,
+        host_key: asyncssh.SSHKey,
+        client_key: asyncssh.SSHKey,
+        unit: str = "sglang-k26-ddtree.service",
+        service_port: int = 30001,
+        timing: Timing = Timing(),
+        python: str = "/opt/sglang/venv/bin/python3",
+    ) -> None:
+        self.name = name
+        self.root = root
+        self.host_key = host_key
+        self.client_key = client_key
+        self.python = python
+        self.journal = SimJournal()
+        self.connections: set[asyncssh.SSHServerConnection] = set()
+        self.frozen = False
+        self.torn_aborts = 0
+        """Pending faults: abort the connection in the middle of the next journal line."""
+        self.commands: list[str] = []
+        """Every command received, as sent (the audit of what the console ran)."""
+        self.port = 0
+        self._acceptor: asyncssh.SSHAcceptor | None = None
+        bench = root / "root" / "bench_results_opt"
+        self.unit = SimUnit(unit, root, self.journal, timing=timing, bench_dir=bench)
+        frag = self.unit.local(self.unit.fragment)
+        if not frag.exists():
+            frag.parent.mkdir(parents=True, exist_ok=True)
+            frag.write_text(unit_file(unit, python, service_port))
+            seed_bench_files(bench, name)
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    async def start(self, port: int = 0) -> int:
+        self._acceptor = await asyncssh.listen(
+            "127.0.0.1",
+            port or self.port,
+            server_host_keys=[self.host_key],
+            authorized_client_keys=asyncssh.import_authorized_keys(
+                self.client_key.export_public_key().decode()
+            ),
+            server_factory=lambda: _Server(self),
+            process_factory=self._process,
+            sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=bytes(self.root)),
+            allow_scp=False,
+            encoding="utf-8",
+            errors="replace",
+        )
+        self.port = self._acceptor.get_port()
+        if self.unit.active_state == "inactive" and self.unit.loaded is None:
+            self.unit.daemon_reload()
+            self.unit._start()
+        return self.port
+
+    async def stop(self) -> None:
+        await self.go_offline()
+        await self.unit.shutdown()
+
+    async def go_offline(self) -> None:
+        """Stop listening and drop every connection (a host that fell off the network)."""
+        if self._acceptor is not None:
+            self._acceptor.close()
+            await self._acceptor.wait_closed()
+            self._acceptor = None
+        self.abort_connections()
+
+    async def go_online(self) -> None:
+        await self.start(self.port)
+
+    def abort_connections(self) -> None:
+        for conn in list(self.connections):
+            conn.abort()
+
+    def freeze(self) -> None:
+        """Stop reading from clients: only SSH keepalives can tell the host is gone."""
+        self.frozen = True
+        for conn in self.connections:
+            transport = getattr(conn, "_transport", None)
+            if transport is not None:
+                transport.pause_reading()
+
+    def thaw(self) -> None:
+        self.frozen = False
+        for conn in self.connections:
+            transport = getattr(conn, "_transport", None)
+            if transport is not None:
+                transport.resume_reading()
+
+    def host_key_line(self) -> str:
+        return f"[127.0.0.1]:{self.port} {self.host_key.export_public_key().decode().strip()}\n"
+
+    # --- local paths -------------------------------------------------------------------
+
+    def local(self, path: str) -> Path:
+        """The real file behind a remote absolute path (never outside the host root)."""
+        if path.startswith("~/"):
+            path = "/root/" + path[2:]
+        target = (self.root / path.lstrip("/")).resolve()
+        if not target.is_relative_to(self.root.resolve()):
+            raise PermissionError(path)
+        return target
+
+    # --- command dispatch --------------------------------------------------------------
+
+    async def _process(self, process: asyncssh.SSHServerProcess[str]) -> None:
+        command = process.command or ""
+        self.commands.append(command)
+        try:
+            argv = shlex.split(command)
+        except ValueError:
+            process.stderr.write(f"sh: syntax error: {command}\n")
+            process.exit(2)
+            return
+        if argv[:3] == ["sudo", "-n", "--"]:
+            argv = argv[3:]
+        elif argv[:2] == ["sudo", "-n"]:
+            argv = argv[2:]
+        handler = COMMANDS.get(argv[0] if argv else "")
+        if handler is None and len(argv) >= 3 and argv[1:3] == ["-m", "sglang.launch_server"]:
+            handler = _launch_server
+        if handler is None:
+            process.stderr.write(f"sh: 1: {argv[0] if argv else ''}: not found\n")
+            process.exit(127)
+            return
+        try:
+            status = await handler(self, process, argv)
+        except (asyncssh.Error, OSError, BrokenPipeError) as exc:
+            log.debug("%s: %s ended: %s", self.name, command, exc)
+            return
+        except asyncio.CancelledError:
+            return
+        with contextlib.suppress(OSError, asyncssh.Error):
+            process.exit(status)
+
+
+async def _journalctl(
+    host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]
+) -> int:
+    try:
+        q = jq.parse_journalctl(argv)
+        entries, follow_from = jq.select(host.journal, q)
+    except (jq.JournalUsageError, StopIteration, ValueError) as exc:
+        process.stderr.write(f"{exc}\n")
+        return 1
+    out = process.stdout
+    batch = [host.journal.render(e, q.output, q.output_fields) for e in entries]
+    if batch:
+        await _write_lines(host, process, batch)
+    if not q.follow:
+        return 0
+    seq = follow_from
+    while True:
+        await host.journal.wait_beyond(seq)
+        fresh = list(jq.new_since(host.journal, seq, q))
+        seq = host.journal.last_seq
+        if fresh:
+            await _write_lines(
+                host, process, [host.journal.render(e, q.output, q.output_fields) for e in fresh]
+            )
+        if out.channel.is_closing():
+            return 0
+
+
+async def _write_lines(
+    host: SimHost, process: asyncssh.SSHServerProcess[str], lines: list[str]
+) -> None:
+    if host.torn_aborts > 0:
+        host.torn_aborts -= 1
+        keep = max(1, len(lines) // 2)
+        text = "\n".join(lines[:keep]) + "\n" + lines[keep - 1][: max(1, len(lines[keep - 1]) // 2)]
+        process.stdout.write(text)
+        await process.stdout.drain()
+        await asyncio.sleep(0.01)
+        process.channel.get_connection().abort()
+        raise BrokenPipeError("fault injected: torn line")
+    process.stdout.write("\n".join(lines) + "\n")
+    await process.stdout.drain()
+
+
+async def _systemctl(
+    host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]
+) -> int:
+    args = [a for a in argv[1:] if a != "--"]
+    props = [a.split("=", 1)[1] for a in args if a.startswith("--property=")]
+    args = [a for a in args if not a.startswith("-")]
+    if not args:
+        process.stderr.write("systemctl: missing verb\n")
+        return 1
+    verb, names = args[0], args[1:]
+    unit = host.unit
+    if verb == "daemon-reload":
+        unit.daemon_reload()
+        return 0
+    if not names or names[0] != unit.name:
+        process.stderr.write(f"Unit {names[0] if names else ''} could not be found.\n")
+        return 4 if verb == "show" else 5
+    if verb == "show":
+        values = unit.show()
+        keys = props or list(values)
+        process.stdout.write("".join(f"{k}={values.get(k, '')}\n" for k in keys))
+        return 0
+    if verb == "cat":
+        process.stdout.write(unit.cat())
+        return 0
+    if verb == "is-active":
+        process.stdout.write(unit.active_state + "\n")
+        return 0 if unit.active_state == "active" else 3
+    if verb in ("restart", "start"):
+        if unit.need_daemon_reload() and unit.loaded is not None:
+            process.stderr.write(
+                f"Warning: The unit file, source configuration file or drop-ins of {unit.name} "
+                "changed on disk. Run 'systemctl daemon-reload' to reload units.\n"
+            )
+        await unit.restart()
+        return 0
+    if verb == "stop":
+        await unit.stop()
+        return 0
+    if verb == "reset-failed":
+        unit.reset_failed()
+        return 0
+    process.stderr.write(f"Unknown command verb {verb}.\n")
+    return 1
+
+
+def _operands(argv: list[str]) -> list[str]:
+    if "--" in argv:
+        return argv[argv.index("--") + 1 :]
+    return [a for a in argv[1:] if not a.startswith("-")]
+
+
+async def _cat(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]) -> int:
+    for path in _operands(argv):
+        try:
+            process.stdout.write(host.local(path).read_text())
+        except OSError:
+            process.stderr.write(f"cat: {path}: No such file or directory\n")
+            return 1
+    return 0
+
+
+async def _sha256sum(
+    host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]
+) -> int:
+    status = 0
+    for path in _operands(argv):
+        try:
+            digest = hashlib.sha256(host.local(path).read_bytes()).hexdigest()
+        except OSError:
+            process.stderr.write(f"sha256sum: {path}: No such file or directory\n")
+            status = 1
+            continue
+        process.stdout.write(f"{digest}  {path}\n")
+    return status
+
+
+async def _tee(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]) -> int:
+    data = await process.stdin.read()
+    for path in _operands(argv):
+        try:
+            host.local(path).write_text(data)
+        except OSError as exc:
+            process.stderr.write(f"tee: {path}: {exc.strerror}\n")
+            return 1
+    process.stdout.write(data)
+    return 0
+
+
+async def _mv(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]) -> int:
+    ops = _operands(argv)
+    if len(ops) != 2:
+        process.stderr.write("mv: missing file operand\n")
+        return 1
+    try:
+        host.local(ops[0]).replace(host.local(ops[1]))
+    except OSError as exc:
+        process.stderr.write(f"mv: cannot move '{ops[0]}': {exc.strerror}\n")
+        return 1
+    return 0
+
+
+async def _rm(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]) -> int:
+    for path in _operands(argv):
+        target = host.local(path)
+        if target.exists():
+            target.unlink()
+        elif "-f" not in argv:
+            process.stderr.write(f"rm: cannot remove '{path}': No such file or directory\n")
+            return 1
+    return 0
+
+
+async def _mkdir(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]) -> int:
+    for path in _operands(argv):
+        host.local(path).mkdir(parents="-p" in argv, exist_ok="-p" in argv)
+    return 0
+
+
+async def _launch_server(
+    host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]
+) -> int:
+    if argv[0] != host.python:
+        process.stderr.write(f"sh: 1: {argv[0]}: not found\n")
+        return 127
+    if "--help" in argv or "-h" in argv:
+        process.stdout.write(help_text())
+        return 0
+    process.stderr.write("refusing to start a second server from a shell\n")
+    return 1
+
+
+COMMANDS: dict[str, Handler] = {
+    "journalctl": _journalctl,
+    "systemctl": _systemctl,
+    "cat": _cat,
+    "sha256sum": _sha256sum,
+    "tee": _tee,
+    "mv": _mv,
+    "rm": _rm,
+    "mkdir": _mkdir,
+}

@@ -1,0 +1,55 @@
+"""A minimal HTTP/1.x server loop for the simulated SGLang (stdlib only).
+
+Works on asyncio streams (the testbed's real process) and on asyncssh channel streams (the
+in-process host, where the console's TCP connection arrives through the SSH connection).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable
+from typing import Any, Protocol
+
+Route = Callable[[str, str, bytes], tuple[int, dict[str, object]]]
+
+REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 503: "Service Unavailable"}
+
+
+class _Reader(Protocol):
+    async def readline(self) -> bytes: ...
+    async def readexactly(self, n: int) -> bytes: ...
+
+
+async def serve_http(reader: _Reader, writer: Any, route: Route) -> None:
+    """Answer one request, then close (the console speaks HTTP/1.0 with Connection: close)."""
+    try:
+        request_line = (await reader.readline()).decode("latin-1").strip()
+        parts = request_line.split()
+        if len(parts) < 2:
+            return
+        method, path = parts[0], parts[1]
+        length = 0
+        while True:
+            header = (await reader.readline()).decode("latin-1").strip()
+            if not header:
+                break
+            name, _, value = header.partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value.strip() or 0)
+        body = await reader.readexactly(length) if length else b""
+        status, payload = route(method, path, body)
+        data = json.dumps(payload).encode()
+        head = (
+            f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\n"
+            "Content-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+        )
+        writer.write(head.encode() + data)
+        with contextlib.suppress(Exception):
+            await writer.drain()
+    except (OSError, ValueError, EOFError) as exc:
+        del exc
+    finally:
+        with contextlib.suppress(Exception):
+            writer.close()

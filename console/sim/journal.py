@@ -1,0 +1,267 @@
+"""A simulated journald for one host, with real cursor semantics.
+
+Entries carry the fields and JSON encodings journalctl produces (`__CURSOR`, timestamps,
+`__SEQNUM`, `_SYSTEMD_INVOCATION_ID`, byte-array MESSAGE for non-printable text) and the
+`journalctl` subset the console uses is answered from here: `-u`, `-o json|cat|short-iso`,
+`-n`, `--no-tail`, `-f`, `--after-cursor`, `--cursor`, `--since`, field matches. Rate
+limiting follows journald: over the burst, lines are dropped and a `Suppressed N messages`
+notice (MESSAGE_ID a596d6fe…) is logged when the interval ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+SUPPRESSED_ID = "a596d6fe7bfa4994828e72309e95d61e"
+_NONPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+@dataclass
+class RateLimit:
+    interval_s: float = 30.0
+    burst: int = 0
+    """0 disables rate limiting (journald's own knob)."""
+    window_start: float = 0.0
+    count: int = 0
+    dropped: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    seq: int
+    realtime_us: int
+    monotonic_us: int
+    fields: dict[str, str] = field(hash=False)
+
+
+class SimJournal:
+    def __init__(self, max_entries: int = 500_000) -> None:
+        self.seqnum_id = uuid.uuid4().hex
+        self.boot_id = uuid.uuid4().hex
+        self._entries: deque[Entry] = deque(maxlen=max_entries)
+        self._next_seq = 1
+        self._changed = asyncio.Event()
+        self._start = time.monotonic()
+        self.rate_limits: dict[str, RateLimit] = {}
+
+    # --- writing -----------------------------------------------------------------------
+
+    def append(self, unit: str, message: str, **fields: str) -> Entry | None:
+        """Log one line for `unit`; returns None when the rate limiter dropped it."""
+        limit = self.rate_limits.get(unit)
+        if limit is not None and limit.burst > 0:
+            now = time.monotonic()
+            if now - limit.window_start >= limit.interval_s:
+                if limit.dropped:
+                    dropped, limit.dropped = limit.dropped, 0
+                    self._store(
+                        unit,
+                        f"Suppressed {dropped} messages from {unit}",
+                        {"MESSAGE_ID": SUPPRESSED_ID, "N_DROPPED": str(dropped), "_PID": "1"},
+                    )
+                limit.window_start, limit.count = now, 0
+            limit.count += 1
+            if limit.count > limit.burst:
+                limit.dropped += 1
+                return None
+        return self._store(unit, message, fields)
+
+    def _store(self, unit: str, message: str, fields: dict[str, str]) -> Entry:
+        now_us = int(time.time() * 1_000_000)
+        if self._entries and now_us <= self._entries[-1].realtime_us:
+            now_us = self._entries[-1].realtime_us + 1
+        entry = Entry(
+            seq=self._next_seq,
+            realtime_us=now_us,
+            monotonic_us=int((time.monotonic() - self._start) * 1_000_000),
+            fields={"_SYSTEMD_UNIT": unit, "MESSAGE": message, "PRIORITY": "6", **fields},
+        )
+        self._next_seq += 1
+        self._entries.append(entry)
+        self._changed.set()
+        return entry
+
+    # --- reading -----------------------------------------------------------------------
+
+    def cursor(self, entry: Entry) -> str:
+        return (
+            f"s={self.seqnum_id};i={entry.seq:x};b={self.boot_id};"
+            f"m={entry.monotonic_us:x};t={entry.realtime_us:x};x={entry.seq * 2654435761 % 2**32:x}"
+        )
+
+    def seq_of_cursor(self, cursor: str) -> int | None:
+        parts = dict(p.split("=", 1) for p in cursor.split(";") if "=" in p)
+        try:
+            return int(parts["i"], 16)
+        except (KeyError, ValueError):
+            return None
+
+    def entries_after(self, seq: int) -> Iterator[Entry]:
+        if not self._entries:
+            return
+        first = self._entries[0].seq
+        start = max(0, seq + 1 - first)
+        for i in range(start, len(self._entries)):
+            yield self._entries[i]
+
+    @property
+    def last_seq(self) -> int:
+        return self._next_seq - 1
+
+    async def wait_beyond(self, seq: int) -> None:
+        while self.last_seq <= seq:
+            self._changed.clear()
+            await self._changed.wait()
+
+    def render(self, entry: Entry, output: str, output_fields: set[str] | None = None) -> str:
+        f = entry.fields
+        if output == "cat":
+            return f["MESSAGE"]
+        if output in ("short-iso", "short", "short-precise"):
+            ts = datetime.fromtimestamp(entry.realtime_us / 1e6).astimezone()
+            stamp = (
+                ts.isoformat(timespec="seconds")
+                if output == "short-iso"
+                else ts.strftime("%b %d %H:%M:%S")
+            )
+            ident = f.get("SYSLOG_IDENTIFIER", "python3")
+            return f"{stamp} simhost {ident}[{f.get('_PID', '1')}]: {f['MESSAGE']}"
+        data: dict[str, object] = {
+            "__CURSOR": self.cursor(entry),
+            "__REALTIME_TIMESTAMP": str(entry.realtime_us),
+            "__MONOTONIC_TIMESTAMP": str(entry.monotonic_us),
+            "_BOOT_ID": self.boot_id,
+            "__SEQNUM": str(entry.seq),
+            "__SEQNUM_ID": self.seqnum_id,
+        }
+        for key, value in f.items():
+            if output_fields is not None and key not in output_fields:
+                continue
+            data[key] = _json_value(value)
+        return json.dumps(data, ensure_ascii=False)
+
+
+def _json_value(value: str) -> object:
+    """journalctl -o json turns fields with non-printable bytes into byte arrays."""
+    if _NONPRINTABLE.search(value):
+        return list(value.encode("utf-8", "surrogateescape"))
+    return value
+
+
+@dataclass
+class Query:
+    unit: str | None = None
+    output: str = "short"
+    lines: int | None = None
+    no_tail: bool = False
+    follow: bool = False
+    after_cursor: str | None = None
+    cursor: str | None = None
+    since: float | None = None
+    matches: dict[str, str] = field(default_factory=dict)
+    output_fields: set[str] | None = None
+    reverse: bool = False
+
+
+class JournalUsageError(ValueError):
+    pass
+
+
+def parse_journalctl(argv: list[str]) -> Query:
+    q = Query()
+    it = iter(argv[1:])
+    for arg in it:
+        key, eq, value = arg.partition("=")
+        if arg in ("-u", "--unit"):
+            q.unit = next(it)
+        elif key == "--unit" and eq:
+            q.unit = value
+        elif arg == "-o":
+            q.output = next(it)
+        elif key == "--output" and eq:
+            q.output = value
+        elif arg == "-n":
+            q.lines = int(next(it))
+        elif key == "--lines" and eq:
+            q.lines = int(value)
+        elif arg in ("-f", "--follow"):
+            q.follow = True
+        elif arg == "--no-tail":
+            q.no_tail = True
+        elif key == "--after-cursor" and eq:
+            q.after_cursor = value
+        elif key == "--cursor" and eq:
+            q.cursor = value
+        elif key in ("--since", "-S") and eq:
+            q.since = parse_since(value)
+        elif arg == "--since":
+            q.since = parse_since(next(it))
+        elif key == "--output-fields" and eq:
+            q.output_fields = set(value.split(","))
+        elif arg in ("-r", "--reverse"):
+            q.reverse = True
+        elif arg in ("-q", "--quiet", "-a", "--all", "--no-pager", "--"):
+            continue
+        elif eq and re.fullmatch(r"[A-Z_][A-Z0-9_]*", key):
+            q.matches[key] = value
+        else:
+            raise JournalUsageError(f"journalctl: unrecognized option '{arg}'")
+    if q.output not in ("json", "cat", "short", "short-iso", "short-precise"):
+        raise JournalUsageError(f"journalctl: unknown output format '{q.output}'")
+    if q.follow and q.lines is None and not q.no_tail and q.after_cursor is None:
+        q.lines = 10
+    if q.no_tail:
+        q.lines = None
+    return q
+
+
+def parse_since(text: str) -> float:
+    text = text.strip()
+    m = re.fullmatch(r"(\d+)\s*(second|minute|hour|day)s?\s+ago", text)
+    if m:
+        unit = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}[m.group(2)]
+        return time.time() - int(m.group(1)) * unit
+    if text == "today":
+        return datetime.now().replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise JournalUsageError(f"Failed to parse timestamp: {text}") from None
+
+
+def select(journal: SimJournal, q: Query) -> tuple[list[Entry], int]:
+    """Entries the one-shot part of the query prints, and the seq to follow from."""
+    start = 0
+    if q.after_cursor is not None or q.cursor is not None:
+        seq = journal.seq_of_cursor(q.after_cursor or q.cursor or "")
+        if seq is None:
+            raise JournalUsageError("Failed to seek to cursor: Invalid argument")
+        start = seq if q.after_cursor is not None else seq - 1
+    chosen = [e for e in journal.entries_after(start) if matches(e, q)]
+    if q.lines is not None:
+        chosen = chosen[-q.lines :] if q.lines > 0 else []
+    follow_from = journal.last_seq
+    if q.reverse:
+        chosen.reverse()
+    return chosen, follow_from
+
+
+def matches(entry: Entry, q: Query) -> bool:
+    f = entry.fields
+    if q.unit is not None and f.get("_SYSTEMD_UNIT") != q.unit:
+        return False
+    if q.since is not None and entry.realtime_us < q.since * 1_000_000:
+        return False
+    return all(f.get(k) == v for k, v in q.matches.items())
+
+
+def new_since(journal: SimJournal, seq: int, q: Query) -> Iterable[Entry]:
+    return (e for e in journal.entries_after(seq) if matches(e, q))

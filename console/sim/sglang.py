@@ -1,0 +1,392 @@
+"""A simulated SGLang DDTree server: log lines in the real formats, behaviour by its flags.
+
+It parses the same command line a real `python -m sglang.launch_server` would get (unknown
+arguments are refused the way argparse refuses them), logs the startup sequence, captures
+CUDA graphs, and then logs decode lines whose numbers follow the configuration:
+
+- budget ≤ 8 with CUDA graphs: accept len ≈ 4.3–4.5, high throughput;
+- budget > 8 without CUDA graphs: accept len ≈ 5.3–6.4 at lower throughput;
+- budget > 8 with CUDA graphs: an illegal memory access during graph capture (a crash);
+- budget ≥ 32: the server runs but answers garbage (the smoke test must catch it).
+
+The same core runs in-process behind the simulated SSH host and as a real process under
+systemd in the test hosts (`console.sim.sglang_process`). HTTP is answered by `handle_http`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+Emit = Callable[[str, int], None]
+"""(message, syslog priority) -> None."""
+
+CRASH_EXIT = -9
+"""SGLang's kill_process_tree ends in SIGKILL of itself (systemd: code=killed, status=9)."""
+
+
+class ArgumentError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ArgumentError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="launch_server.py", add_help=True)
+    add = p.add_argument
+    add("--model-path", "--model", required=True, help="The path of the model weights.")
+    add("--served-model-name", default=None)
+    add("--host", default="127.0.0.1", help="The host of the HTTP server.")
+    add("--port", type=int, default=30000, help="The port of the HTTP server.")
+    add("--tensor-parallel-size", "--tp-size", "--tp", type=int, default=1, dest="tp_size")
+    add("--speculative-algorithm", default=None, help="Speculative algorithm.")
+    add("--speculative-draft-model-path", "--speculative-draft-model", default=None)
+    add("--speculative-num-steps", type=int, default=None)
+    add("--speculative-eagle-topk", type=int, default=None)
+    add("--speculative-num-draft-tokens", type=int, default=None)
+    add("--speculative-dflash-block-size", type=int, default=None)
+    add("--speculative-dflash-enable-ddtree", action="store_true")
+    add("--speculative-draft-window-size", type=int, default=None)
+    add("--speculative-draft-attention-backend", default=None)
+    add("--disable-cuda-graph", action="store_true", help="Disable cuda graph.")
+    add("--cuda-graph-max-bs", type=int, default=None)
+    add("--cuda-graph-bs", type=int, nargs="+", default=None)
+    add("--enable-nccl-nvls", action="store_true")
+    add("--enable-symm-mem", action="store_true")
+    add("--max-running-requests", type=int, default=None)
+    add("--mem-fraction-static", type=float, default=None)
+    add("--attention-backend", default=None)
+    add("--page-size", type=int, default=None)
+    add("--trust-remote-code", action="store_true")
+    add("--enable-metrics", action="store_true")
+    add("--decode-log-interval", type=int, default=40)
+    add("--log-level", default="info")
+    add("--watchdog-timeout", type=float, default=300)
+    return p
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """What the simulation needs from the command line and environment."""
+
+    args: argparse.Namespace
+    env: Mapping[str, str]
+
+    @property
+    def budget(self) -> int:
+        return int(self.args.speculative_num_draft_tokens or 8)
+
+    @property
+    def topk(self) -> int:
+        return int(self.env.get("SGLANG_DDTREE_MAX_TOPK", "4") or 4)
+
+    @property
+    def cuda_graph(self) -> bool:
+        return not self.args.disable_cuda_graph
+
+    @property
+    def max_running(self) -> int:
+        return int(self.args.max_running_requests or 48)
+
+
+@dataclass(frozen=True)
+class Timing:
+    load_s: float = 3.0
+    """Model load time (real models: minutes)."""
+    decode_interval_s: float = 1.0
+    """Seconds between decode log lines."""
+
+
+def parse_command(argv: Sequence[str], env: Mapping[str, str]) -> SimConfig:
+    """argv is the whole ExecStart (interpreter, `-m`, module, arguments)."""
+    args = list(argv)
+    args = args[args.index("-m") + 2 :] if "-m" in args else args[1:]
+    return SimConfig(build_parser().parse_args(args), dict(env))
+
+
+def help_text() -> str:
+    return build_parser().format_help()
+
+
+class SimSGLang:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        emit: Emit,
+        *,
+        timing: Timing = Timing(),
+        bench_dir: Path | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self._argv = list(argv)
+        self._env = dict(env)
+        self._emit_raw = emit
+        self.timing = timing
+        self.bench_dir = bench_dir
+        self.rng = random.Random(seed)
+        self.config: SimConfig | None = None
+        self.ready = False
+        self.started = time.time()
+        self._accept_sum = 0.0
+        self._accept_n = 0
+        self._last_tps = 0.0
+
+    # --- logging -----------------------------------------------------------------------
+
+    def _prefix(self, rank: bool = True) -> str:
+        ts = time.strftime("%Y-%m-%d %H:%M:%S")
+        tp = self.config.args.tp_size if self.config else 1
+        return f"[{ts} TP0]" if rank and tp > 1 else f"[{ts}]"
+
+    def log(self, message: str, priority: int = 6, rank: bool = True) -> None:
+        first, *rest = message.split("\n")
+        self._emit_raw(f"{self._prefix(rank)} {first}", priority)
+        for line in rest:  # a multi-line logger call: journald stores one entry per line
+            self._emit_raw(line, priority)
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    async def run(self) -> int:
+        """Run until crash or cancellation; returns the exit status (negative: signal)."""
+        try:
+            self.config = parse_command(self._argv, self._env)
+        except ArgumentError as exc:
+            self._emit_raw("usage: launch_server.py [-h] --model-path MODEL_PATH ...", 3)
+            self._emit_raw(f"launch_server.py: error: {exc}", 3)
+            return 2
+        cfg = self.config
+        a = cfg.args
+        self.log(
+            "server_args=ServerArgs("
+            f"model_path='{a.model_path}', tp_size={a.tp_size}, port={a.port}, "
+            f"speculative_algorithm={a.speculative_algorithm!r}, "
+            f"speculative_num_draft_tokens={a.speculative_num_draft_tokens}, "
+            f"speculative_draft_window_size={a.speculative_draft_window_size}, "
+            f"disable_cuda_graph={a.disable_cuda_graph}, enable_nccl_nvls={a.enable_nccl_nvls}, "
+            f"max_running_requests={cfg.max_running})",
+            rank=False,
+        )
+        load = self.timing.load_s
+        self.log("Init torch distributed begin.")
+        self.log("Init torch distributed ends. elapsed=0.41 s, mem usage=0.09 GB")
+        self.log("Load weight begin. avail mem=176.44 GB")
+        await asyncio.sleep(load * 0.5)
+        self.log(
+            "Load weight end. elapsed=%.2f s, type=KimiK2ForCausalLM, avail mem=71.20 GB, "
+            "mem usage=105.24 GB." % (load * 0.5)
+        )
+        self.log(
+            f"Initialized DDTREE draft runner. budget={cfg.budget}, topk={cfg.topk}, "
+            f"block_size=16, draft_window_size={a.speculative_draft_window_size}"
+        )
+        self.log("KV Cache is allocated. #tokens: 1933682, KV size: 42.31 GB")
+        self.log("Memory pool end. avail mem=27.66 GB")
+        await asyncio.sleep(load * 0.2)
+        if cfg.cuda_graph:
+            self.log(
+                "Capture cuda graph begin. This can take up to several minutes. avail mem=27.61 GB"
+            )
+            await asyncio.sleep(load * 0.2)
+            if cfg.budget > 8:
+                return self._crash_in_capture()
+            self.log(
+                f"Capture cuda graph end. Time elapsed: {load * 0.2:.2f} s. "
+                "mem usage=1.21 GB. avail mem=26.40 GB."
+            )
+        self.log(
+            "max_total_num_tokens=1933682, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+            f"max_running_requests={cfg.max_running}, context_len=262144, "
+            "available_gpu_mem=26.40 GB"
+        )
+        self.log(
+            f"INFO:     Uvicorn running on http://{a.host}:{a.port} (Press CTRL+C to quit)",
+            rank=False,
+        )
+        await asyncio.sleep(load * 0.1)
+        self.ready = True
+        self.log("The server is fired up and ready to roll!", rank=False)
+        self._write_bench()
+        return await self._serve()
+
+    def _crash_in_capture(self) -> int:
+        self.log(
+            "Scheduler hit an exception: Traceback (most recent call last):\n"
+            '  File "/opt/sglang/python/sglang/srt/managers/scheduler.py", line 2769, '
+            "in run_scheduler_process\n"
+            "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)\n"
+            '  File "/opt/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py", '
+            "line 412, in capture\n"
+            "    self.capture_one_batch_size(bs, forward)\n"
+            "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+            "CUDA kernel errors might be asynchronously reported at some other API call, "
+            "so the stacktrace below might be incorrect.\n"
+            "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+            "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+            priority=3,
+        )
+        self.log(
+            "Received sigquit from a child process. It usually means the child failed.",
+            priority=3,
+            rank=False,
+        )
+        return CRASH_EXIT
+
+    def accept_len(self) -> float:
+        cfg = self.config
+        assert cfg is not None
+        b = cfg.budget
+        if b <= 8:
+            return self.rng.uniform(4.3, 4.5) * min(1.0, 0.55 + b / 16)
+        if b <= 16:
+            return self.rng.uniform(5.3, 6.4)
+        return self.rng.uniform(5.8, 6.9)
+
+    def throughput(self) -> float:
+        cfg = self.config
+        assert cfg is not None
+        base = 1650.0 if cfg.cuda_graph else 820.0
+        base *= 1.08 if cfg.args.enable_nccl_nvls else 1.0
+        return base * self.rng.uniform(0.93, 1.05) * (1 - min(0.5, max(0, cfg.budget - 16) / 64))
+
+    async def _serve(self) -> int:
+        cfg = self.config
+        assert cfg is not None
+        n = 0
+        while True:
+            await asyncio.sleep(self.timing.decode_interval_s)
+            n += 1
+            al = self.accept_len()
+            tps = self.throughput()
+            self._accept_sum += al
+            self._accept_n += 1
+            self._last_tps = tps
+            running = self.rng.randint(max(1, cfg.max_running // 4), cfg.max_running)
+            tokens = running * self.rng.randint(900, 1400)
+            rate = (al - 1) / max(1, cfg.budget)
+            graph = "True" if cfg.cuda_graph else "False"
+            if n % 10 == 1:
+                self.log(
+                    f"Prefill batch, #new-seq: 1, #new-token: {self.rng.randint(80, 900)}, "
+                    f"#cached-token: 0, token usage: {tokens / 1933682:.2f}, "
+                    f"#running-req: {running - 1}, #queue-req: 0, #pending-token: 0, "
+                    f"cuda graph: {graph}, input throughput (token/s): {tps * 3:.2f}"
+                )
+            self.log(
+                f"Decode batch, #running-req: {running}, #token: {tokens}, "
+                f"token usage: {tokens / 1933682:.2f}, accept len: {al:.2f}, "
+                f"accept rate: {rate:.2f}, cuda graph: {graph}, "
+                f"gen throughput (token/s): {tps:.2f}, #queue-req: {self.rng.randint(0, 2)}"
+            )
+            if n % 5 == 0:
+                self.log(
+                    f"DDTREE metrics: budget={cfg.budget} topk={cfg.topk} recent_al={al:.2f} "
+                    f"tree_nodes={cfg.budget + 1} depth={min(cfg.budget, 15)} "
+                    f"effective_tps={tps * al / 4:.1f}"
+                )
+
+    # --- HTTP ----------------------------------------------------------------------------
+
+    def handle_http(self, method: str, path: str, body: bytes) -> tuple[int, dict[str, object]]:
+        path = path.split("?", 1)[0]
+        if path in ("/health", "/health_generate"):
+            return (200, {}) if self.ready else (503, {"error": "starting"})
+        if not self.ready:
+            return 503, {"error": "server is starting"}
+        cfg = self.config
+        assert cfg is not None
+        if path == "/v1/models":
+            return 200, {"object": "list", "data": [{"id": cfg.args.model_path, "object": "model"}]}
+        if path in ("/server_info", "/get_server_info"):
+            mean = self._accept_sum / self._accept_n if self._accept_n else 0.0
+            return 200, {
+                "version": "0.5.9-ddtree",
+                "speculative_num_draft_tokens": cfg.budget,
+                "internal_states": [
+                    {
+                        "avg_spec_accept_length": round(mean, 4),
+                        "last_gen_throughput": self._last_tps,
+                    }
+                ],
+            }
+        if method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
+            return self._complete(path, body)
+        return 404, {"detail": "Not Found"}
+
+    def _complete(self, path: str, body: bytes) -> tuple[int, dict[str, object]]:
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            return 400, {"error": "invalid JSON"}
+        if path == "/v1/chat/completions":
+            messages = request.get("messages") or [{}]
+            prompt = str(messages[-1].get("content", ""))
+        else:
+            prompt = str(request.get("prompt", ""))
+        text = self._answer(prompt, int(request.get("max_tokens") or 16))
+        choice: dict[str, object] = {"index": 0, "finish_reason": "stop"}
+        if path == "/v1/chat/completions":
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice["text"] = text
+        return 200, {"object": "chat.completion", "choices": [choice]}
+
+    def _answer(self, prompt: str, max_tokens: int) -> str:
+        cfg = self.config
+        assert cfg is not None
+        if cfg.budget >= 32:
+            # The DDTree budget-32 bug: the tree verify accepts wrong tokens.
+            return "".join(self.rng.choice("¿¡;:=+*#@~") for _ in range(max(1, max_tokens)))
+        expression = prompt.strip().rstrip("=").replace(" ", "")
+        if expression.replace("+", "").isdigit() and "+" in expression:
+            return str(sum(int(x) for x in expression.split("+") if x))
+        return "The answer is 4."[: max(1, max_tokens * 4)]
+
+    def _write_bench(self) -> None:
+        if self.bench_dir is None or self.config is None:
+            return
+        cfg = self.config
+        self.bench_dir.mkdir(parents=True, exist_ok=True)
+        name = f"ddtree_b{cfg.budget}_t{cfg.topk}_{'graph' if cfg.cuda_graph else 'eager'}.json"
+        result = {
+            "backend": "sglang",
+            "dataset_name": "gsm8k",
+            "num_prompts": 200,
+            "budget": cfg.budget,
+            "topk": cfg.topk,
+            "cuda_graph": cfg.cuda_graph,
+            "accept_length": round(self.accept_len(), 3),
+            "output_throughput": round(self.throughput(), 2),
+            "median_itl_ms": round(1000 / max(1.0, self.throughput() / 32), 3),
+        }
+        tmp = self.bench_dir / f".{name}.tmp"
+        tmp.write_text(json.dumps(result, indent=2) + "\n")
+        tmp.replace(self.bench_dir / name)
+
+
+def seed_bench_files(bench_dir: Path, host: str) -> None:
+    """The benchmark results a host already has from earlier tuning sessions."""
+    rng = random.Random(host)
+    bench_dir.mkdir(parents=True, exist_ok=True)
+    for budget, graph in ((4, True), (8, True), (8, False), (16, False), (24, False), (32, False)):
+        al = 4.4 if budget <= 8 else 5.3 + math.log2(budget / 16 + 1)
+        result = {
+            "backend": "sglang",
+            "host": host,
+            "budget": budget,
+            "cuda_graph": graph,
+            "accept_length": round(al + rng.uniform(-0.1, 0.1), 3),
+            "output_throughput": round((1650 if graph else 820) * rng.uniform(0.95, 1.05), 2),
+        }
+        name = f"ddtree_b{budget}_{'graph' if graph else 'eager'}.json"
+        (bench_dir / name).write_text(json.dumps(result, indent=2) + "\n")

@@ -1,0 +1,198 @@
+"""HostSession through the real asyncssh client against simulated hosts."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from console import remote
+from console.profiles import Profile
+from console.sim.fleet import SimFleet
+from console.sim.sglang import Timing
+from console.ssh import Backoff, CommandFailed, ConnState, Disconnected, HostSession, HostState
+
+QUICK = Backoff(initial_s=0.05, cap_s=0.3)
+
+
+async def until(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+def session_for(profile: Profile, states: list[HostState] | None = None) -> HostSession:
+    return HostSession(
+        profile, on_state=states.append if states is not None else None, backoff=QUICK
+    )
+
+
+async def test_connect_and_run(profiles: list[Profile]) -> None:
+    session = session_for(profiles[0])
+    session.start()
+    assert await session.wait_connected(10)
+    result = await session.run(remote.systemctl_is_active("sglang-k26-ddtree.service"))
+    assert result.returncode == 0
+    assert result.stdout.strip() == "active"
+    props = remote.parse_show(
+        (await session.run(remote.systemctl_show(profiles[0].service.unit))).stdout
+    )
+    assert props["ActiveState"] == "active"
+    assert len(props["InvocationID"]) == 32
+    await session.close()
+    assert session.state.state is ConnState.CLOSED
+
+
+async def test_nonzero_exit_is_an_error_with_stderr(profiles: list[Profile]) -> None:
+    session = session_for(profiles[0])
+    session.start()
+    await session.wait_connected(10)
+    with pytest.raises(CommandFailed, match="No such file"):
+        await session.run(remote.read_file("/etc/does-not-exist"))
+    result = await session.run(remote.read_file("/etc/does-not-exist"), check=False)
+    assert result.returncode == 1
+    await session.close()
+
+
+async def test_stream_yields_complete_lines(sim: SimFleet, profiles: list[Profile]) -> None:
+    session = session_for(profiles[0])
+    session.start()
+    await session.wait_connected(10)
+    host = sim.hosts[profiles[0].name]
+    for i in range(5):
+        host.journal.append("sglang-k26-ddtree.service", f"line {i}")
+    lines: list[str] = []
+    stream = session.stream(remote.journal_read("sglang-k26-ddtree.service", lines=5))
+    async for batch in stream:
+        lines.extend(batch)
+    assert len(lines) == 5
+    assert all(line.startswith("{") and line.endswith("}") for line in lines)
+    await session.close()
+
+
+async def test_dropped_link_is_never_a_success(sim: SimFleet, profiles: list[Profile]) -> None:
+    """asyncssh returns returncode None when the link drops; the session raises instead."""
+    session = session_for(profiles[0])
+    session.start()
+    await session.wait_connected(10)
+    host = sim.hosts[profiles[0].name]
+    follow = asyncio.create_task(
+        session.run(remote.journal_follow("sglang-k26-ddtree.service", None), timeout=None)
+    )
+    await asyncio.sleep(0.3)
+    host.abort_connections()
+    with pytest.raises(Disconnected):
+        await follow
+    await session.close()
+
+
+async def test_reconnects_after_server_aborts(sim: SimFleet, profiles: list[Profile]) -> None:
+    states: list[HostState] = []
+    session = session_for(profiles[0], states)
+    session.start()
+    await session.wait_connected(10)
+    sim.hosts[profiles[0].name].abort_connections()
+    await until(lambda: ConnState.RECONNECTING in [s.state for s in states])
+    assert await session.wait_connected(10)
+    result = await session.run(remote.systemctl_is_active("sglang-k26-ddtree.service"))
+    assert result.stdout.strip() == "active"
+    seen = [s.state for s in states]
+    assert seen[:2] == [ConnState.CONNECTING, ConnState.CONNECTED]
+    assert ConnState.RECONNECTING in seen[2:]
+    assert seen[-1] is ConnState.CONNECTED
+    await session.close()
+
+
+async def test_keepalive_detects_a_server_that_stopped_answering(
+    sim: SimFleet, profiles: list[Profile]
+) -> None:
+    """keepalive 0.5 s x 3: a frozen server is noticed in about 2 s, not after TCP's hours."""
+    session = session_for(profiles[0])
+    session.start()
+    await session.wait_connected(10)
+    host = sim.hosts[profiles[0].name]
+    host.freeze()
+    started = time.monotonic()
+    await until(lambda: session.state.state is not ConnState.CONNECTED, timeout=10)
+    assert time.monotonic() - started < 6
+    host.thaw()
+    assert await session.wait_connected(15)
+    await session.close()
+
+
+async def test_unreachable_host_comes_back(sim: SimFleet, profiles: list[Profile]) -> None:
+    host = sim.hosts[profiles[0].name]
+    session = session_for(profiles[0])
+    session.start()
+    await session.wait_connected(10)
+    await host.go_offline()
+    await until(lambda: session.state.state is ConnState.UNREACHABLE)
+    assert "retry in" in session.state.detail
+    with pytest.raises(Disconnected):
+        await session.run(remote.systemctl_is_active("sglang-k26-ddtree.service"))
+    await host.go_online()
+    assert await session.wait_connected(10)
+    await session.close()
+
+
+async def test_unknown_host_key_is_refused_with_fingerprint(tmp_path: Path) -> None:
+    fleet = SimFleet(
+        tmp_path / "sim", hosts=2, timing=Timing(load_s=0.2), untrusted=frozenset({"pro6000"})
+    )
+    from console.profiles import load_fleet
+
+    await fleet.start()
+    try:
+        good, bad = load_fleet(fleet.profiles_dir)
+        refused = session_for(bad)
+        trusted = session_for(good)
+        refused.start()
+        trusted.start()
+        state = await refused.wait_settled(10)
+        assert state.state is ConnState.HOST_KEY_REFUSED
+        expected = fleet.hosts["pro6000"].host_key.get_fingerprint("sha256")
+        assert state.fingerprint == expected
+        assert state.fingerprint.startswith("SHA256:")
+        assert await trusted.wait_connected(10)
+        with pytest.raises(Disconnected, match="host key refused"):
+            await refused.run(remote.systemctl_is_active("sglang-k26-ddtree.service"))
+        # Nothing ever ran on the refused host.
+        assert fleet.hosts["pro6000"].commands == []
+        await refused.close()
+        await trusted.close()
+    finally:
+        await fleet.stop()
+
+
+async def test_tcp_to_service_port_reaches_http(sim: SimFleet, profiles: list[Profile]) -> None:
+    session = session_for(profiles[0])
+    session.start()
+    await session.wait_connected(10)
+    await until(
+        lambda: (
+            sim.hosts[profiles[0].name].unit.server is not None
+            and sim.hosts[profiles[0].name].unit.server.ready
+        )
+    )
+    reader, writer = await session.open_tcp(profiles[0].service.port)
+    writer.write(b"GET /health HTTP/1.0\r\nHost: x\r\n\r\n")
+    response = await reader.read()
+    assert response.startswith(b"HTTP/1.1 200")
+    await session.close()
+
+
+async def test_sftp_get(sim: SimFleet, profiles: list[Profile], tmp_path: Path) -> None:
+    session = session_for(profiles[0])
+    session.start()
+    await session.wait_connected(10)
+    async with session.sftp() as sftp:
+        names = sorted(await sftp.glob("/root/bench_results_opt/*.json"))
+        assert len(names) == 6
+        await sftp.get(names[0], str(tmp_path / "x.json"))
+    remote_path = sim.hosts[profiles[0].name].local(names[0])
+    assert (tmp_path / "x.json").read_bytes() == remote_path.read_bytes()
+    await session.close()

@@ -1,0 +1,114 @@
+"""Profile validation: errors name the file, the field and the value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from console.cli import main
+from console.profiles import ProfileError, load_fleet, load_profile
+
+REPO = Path(__file__).resolve().parents[2]
+
+MINIMAL = """
+name = "gpu1"
+[ssh]
+host = "10.0.0.5"
+[service]
+unit = "sglang.service"
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "gpu1.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_shipped_profiles_describe_the_real_setup() -> None:
+    fleet = {p.name: p for p in load_fleet(REPO / "profiles")}
+    assert set(fleet) == {"b300", "pro6000"}
+    for profile in fleet.values():
+        assert profile.service.unit == "sglang-k26-ddtree.service"
+        assert profile.service.port == 30001
+        assert set(profile.flags) == {
+            "budget",
+            "topk",
+            "cuda_graph",
+            "nvls",
+            "max_running",
+            "window",
+        }
+        assert "accept len" in profile.journal.patterns
+        assert "cuda graph: (True|False)" in profile.journal.patterns
+        assert profile.artifacts.bench == ("/root/bench_results_opt/*.json",)
+        assert profile.artifacts.package == "~/k26-ddtree-repro"
+    cuda_graph = fleet["b300"].flags["cuda_graph"]
+    assert cuda_graph.arg == "--disable-cuda-graph" and cuda_graph.inverted
+
+
+def test_minimal_profile_gets_defaults(tmp_path: Path) -> None:
+    profile = load_profile(write(tmp_path, MINIMAL))
+    assert profile.ssh_port == 22
+    assert profile.service.smoke.prompt == "2+2="
+    assert profile.service.ready_timeout_s == 900
+
+
+def test_unknown_key_names_file_field_and_value(tmp_path: Path) -> None:
+    path = write(tmp_path, MINIMAL.replace("[service]\n", "[service]\nprot = 30001\n"))
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    text = str(err.value)
+    assert str(path) in text and "service.prot" in text and "30001" in text
+
+
+def test_port_out_of_range_exits_2_naming_file_field_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path, MINIMAL.replace('host = "10.0.0.5"', 'host = "10.0.0.5"\nport = 70000'))
+    code = main(["status", "--profiles", str(tmp_path)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "gpu1.toml" in err and "ssh.port" in err and "70000" in err
+
+
+@pytest.mark.parametrize(
+    ("snippet", "field", "value"),
+    [
+        ('[flags.budget]\narg = "--x"\nenv = "X"\ntype = "int"\n', "flags.budget", "--x"),
+        ('[flags.budget]\narg = "--x"\ntype = "integer"\n', "flags.budget.type", "integer"),
+        ('[flags.mode]\narg = "--mode"\ntype = "choice"\n', "flags.mode", "choice"),
+        ('[journal]\npatterns = ["(unclosed"]\n', "journal.patterns", "(unclosed"),
+        ('[[metrics]]\nname = "al"\nregex = "al=([0-9.]+)"\n', "metrics.0.regex", "al="),
+    ],
+)
+def test_bad_values_are_named(tmp_path: Path, snippet: str, field: str, value: str) -> None:
+    path = write(tmp_path, MINIMAL + snippet)
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    text = str(err.value)
+    assert str(path) in text and field in text and value in text
+
+
+def test_bad_unit_name(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match=r"service\.unit.*rm -rf"):
+        load_profile(write(tmp_path, MINIMAL.replace("sglang.service", "x; rm -rf /")))
+
+
+def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "name = \n")
+    with pytest.raises(ProfileError, match="not valid TOML"):
+        load_profile(path)
+
+
+def test_duplicate_names_in_a_fleet(tmp_path: Path) -> None:
+    write(tmp_path, MINIMAL, "a.toml")
+    write(tmp_path, MINIMAL, "b.toml")
+    with pytest.raises(ProfileError, match="already used"):
+        load_fleet(tmp_path)
+
+
+def test_empty_directory_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ProfileError, match=r"no \*\.toml"):
+        load_fleet(tmp_path)

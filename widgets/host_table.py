@@ -1,0 +1,108 @@
+"""The fleet table: one row per host with its connection, unit and flag state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from console.events import FlagValue, ServiceStatus
+from console.ssh import ConnState, HostState
+
+STATE_STYLE = {
+    ConnState.CONNECTED: "green",
+    ConnState.CONNECTING: "yellow",
+    ConnState.RECONNECTING: "yellow",
+    ConnState.UNREACHABLE: "red",
+    ConnState.HOST_KEY_REFUSED: "bold red",
+    ConnState.CLOSED: "dim",
+}
+
+COLUMNS = ("#", "host", "connection", "unit", "budget", "topk", "graph", "nvls", "accept", "tok/s")
+
+
+@dataclass
+class HostRow:
+    index: int
+    name: str
+    state: HostState | None = None
+    status: ServiceStatus | None = None
+    accept_len: float | None = None
+    throughput: float | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def _flag(value: FlagValue) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+class HostTable(DataTable[Text | str]):
+    """Hosts in profile order; `1`–`9` in the app select them."""
+
+    DEFAULT_CSS = """
+    HostTable { height: auto; max-height: 12; }
+    """
+
+    def __init__(self, names: list[str], **kwargs: object) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
+        self.rows_by_name = {n: HostRow(i + 1, n) for i, n in enumerate(names)}
+
+    def on_mount(self) -> None:
+        for column in COLUMNS:
+            self.add_column(column, key=column)
+        for row in self.rows_by_name.values():
+            self.add_row(*self._cells(row), key=row.name)
+
+    def _cells(self, row: HostRow) -> list[Text | str]:
+        state = row.state
+        if state is None:
+            conn = Text("connecting", style="yellow")
+        else:
+            conn = Text(state.state.value, style=STATE_STYLE[state.state])
+        status = row.status
+        flags = status.flags if status is not None else {}
+        if status is None:
+            unit: Text | str = "-"
+        elif status.error:
+            unit = Text("error", style="red")
+        else:
+            style = {"active": "green", "failed": "bold red"}.get(status.active_state, "yellow")
+            unit = Text(f"{status.active_state}/{status.sub_state}", style=style)
+        accept = f"{row.accept_len:.2f}" if row.accept_len is not None else "-"
+        tps = f"{row.throughput:.0f}" if row.throughput is not None else "-"
+        return [
+            str(row.index),
+            row.name,
+            conn,
+            unit,
+            _flag(flags.get("budget")),
+            _flag(flags.get("topk")),
+            _flag(flags.get("cuda_graph")),
+            _flag(flags.get("nvls")),
+            accept,
+            tps,
+        ]
+
+    def refresh_host(self, name: str) -> None:
+        row = self.rows_by_name[name]
+        for column, value in zip(COLUMNS, self._cells(row), strict=True):
+            self.update_cell(name, column, value, update_width=True)
+
+    def set_state(self, state: HostState) -> None:
+        self.rows_by_name[state.host].state = state
+        self.refresh_host(state.host)
+
+    def set_status(self, status: ServiceStatus) -> None:
+        self.rows_by_name[status.host].status = status
+        self.refresh_host(status.host)
+
+    def set_metrics(self, name: str, accept_len: float | None, throughput: float | None) -> None:
+        row = self.rows_by_name[name]
+        row.accept_len = accept_len if accept_len is not None else row.accept_len
+        row.throughput = throughput if throughput is not None else row.throughput
+        self.refresh_host(name)
