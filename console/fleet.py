@@ -109,7 +109,7 @@ class Fleet:
         session = self.sessions[name]
         last_invocation: str | None = None
         while True:
-            await session.wait_connected(timeout=3600 * 24 * 365)
+            await session.wait_connected()
             try:
                 status = await read_status(session, with_flags=False)
                 if status.invocation_id != last_invocation:

@@ -168,7 +168,7 @@ class JournalFollower:
         host = self.session.name
         baseline_done = self.cursor is not None
         while True:
-            await self.session.wait_connected(timeout=3600 * 24 * 365)
+            await self.session.wait_connected()
             try:
                 if not baseline_done:
                     await self._baseline()

@@ -239,7 +239,8 @@ class HostSession:
             await asyncio.wait_for(self._settled.wait(), timeout)
         return self._state
 
-    async def wait_connected(self, timeout: float) -> bool:
+    async def wait_connected(self, timeout: float | None = None) -> bool:
+        """Wait for a live connection (forever when `timeout` is None)."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._connected.wait(), timeout)
         return self._connected.is_set()
@@ -278,7 +279,9 @@ class HostSession:
                 self._set(ConnState.HOST_KEY_REFUSED, "not in known_hosts", fingerprint)
                 await self._sleep(None)  # a hard stop: only `reconnect_now` retries
                 continue
-            except (OSError, asyncssh.Error, TimeoutError) as exc:
+            except Exception as exc:  # any failure to connect: report it and retry later
+                if not isinstance(exc, (OSError, asyncssh.Error, TimeoutError)):
+                    log.exception("%s: unexpected error while connecting", self.name)
                 await self._drop()
                 delay = self._backoff.delay(attempt)
                 attempt += 1

@@ -169,6 +169,9 @@ class SimFleet:
                 )
             )
         self.known_hosts.write_text("".join(known))
+        ports = {h.port for h in self.hosts.values()}
+        for host in self.hosts.values():
+            host.jump_ports = ports - {host.port}
         return load_fleet(self.profiles_dir)
 
     async def stop(self) -> None:

@@ -70,7 +70,9 @@ class _Server(asyncssh.SSHServer):
 
     def connection_requested(
         self, dest_host: str, dest_port: int, orig_host: str, orig_port: int
-    ) -> Callable[[asyncssh.SSHReader[Any], asyncssh.SSHWriter[Any]], Awaitable[None]]:
+    ) -> Callable[[asyncssh.SSHReader[Any], asyncssh.SSHWriter[Any]], Awaitable[None]] | bool:
+        if dest_host == "127.0.0.1" and dest_port in self._host.jump_ports:
+            return True  # a ProxyJump hop to another simulated host: real port forwarding
         unit = self._host.unit
         server = unit.server
         if dest_host not in ("127.0.0.1", "localhost") or server is None or server.config is None:
@@ -109,6 +111,8 @@ class SimHost:
         self.frozen = False
         self.torn_aborts = 0
         """Pending faults: abort the connection in the middle of the next journal line."""
+        self.jump_ports: set[int] = set()
+        """SSH ports of other simulated hosts this one may forward to (ProxyJump)."""
         self.commands: list[str] = []
         """Every command received, as sent (the audit of what the console ran)."""
         self.port = 0

@@ -196,3 +196,38 @@ async def test_sftp_get(sim: SimFleet, profiles: list[Profile], tmp_path: Path) 
     remote_path = sim.hosts[profiles[0].name].local(names[0])
     assert (tmp_path / "x.json").read_bytes() == remote_path.read_bytes()
     await session.close()
+
+
+async def test_proxy_jump_through_another_host(sim: SimFleet, profiles: list[Profile]) -> None:
+    """ProxyJump: the first hop is checked against the same pinned keys, then tunnelled."""
+    jump, target = profiles
+    via = target.model_copy(
+        update={
+            "ssh": target.ssh.model_copy(update={"proxy_jump": f"root@127.0.0.1:{jump.ssh.port}"})
+        }
+    )
+    session = session_for(via)
+    session.start()
+    assert await session.wait_connected(10)
+    result = await session.run(remote.systemctl_is_active("sglang-k26-ddtree.service"))
+    assert result.stdout.strip() == "active"
+    # The command ran on the target; the jump host only forwarded the connection.
+    assert any("is-active" in c for c in sim.hosts[target.name].commands)
+    assert not any("is-active" in c for c in sim.hosts[jump.name].commands)
+    await session.close()
+
+
+async def test_sudo_prefixes_only_privileged_commands(
+    sim: SimFleet, profiles: list[Profile]
+) -> None:
+    profile = profiles[0]
+    sudo = profile.model_copy(update={"ssh": profile.ssh.model_copy(update={"sudo": True})})
+    session = session_for(sudo)
+    session.start()
+    await session.wait_connected(10)
+    await session.run(remote.systemctl_show(profile.service.unit))
+    await session.run(remote.systemctl_daemon_reload())
+    sent = sim.hosts[profile.name].commands
+    assert sent[-2].startswith("systemctl show")
+    assert sent[-1] == "sudo -n -- systemctl daemon-reload"
+    await session.close()
