@@ -201,7 +201,7 @@ async def serve_demo(directory: Path, hosts: int, timing: Timing) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    timing = Timing(load_s=args.load_delay, decode_interval_s=1.0)
+    timing = Timing(load_s=args.load_delay, decode_interval_s=args.decode_interval)
     if args.serve:
         return asyncio.run(serve_demo(Path(args.serve), args.hosts, timing))
     with tempfile.TemporaryDirectory(prefix="specops-demo-") as tmp:
@@ -251,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--hosts", type=int, default=2, help="number of simulated hosts (1-64)")
     demo.add_argument("--serve", metavar="DIR", help="run the fleet headless; files go to DIR")
     demo.add_argument("--load-delay", type=float, default=4.0, help=argparse.SUPPRESS)
+    demo.add_argument("--decode-interval", type=float, default=1.0, help=argparse.SUPPRESS)
 
     status = sub.add_parser("status", parents=[common], help="connection, unit state, flags")
     status.add_argument("hosts", nargs="*", metavar="HOST")

@@ -9,6 +9,7 @@ keepalives can notice, and take the host off the network.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import hashlib
@@ -21,6 +22,7 @@ from typing import Any
 import asyncssh
 
 from console.sim import journal as jq
+from console.sim import load
 from console.sim.http import serve_http
 from console.sim.journal import SimJournal
 from console.sim.sglang import Timing, help_text, seed_bench_files
@@ -111,6 +113,7 @@ class SimHost:
         self.frozen = False
         self.torn_aborts = 0
         """Pending faults: abort the connection in the middle of the next journal line."""
+        self.background: set[asyncio.Task[None]] = set()
         self.jump_ports: set[int] = set()
         """SSH ports of other simulated hosts this one may forward to (ProxyJump)."""
         self.commands: list[str] = []
@@ -405,7 +408,23 @@ async def _launch_server(
     return 1
 
 
+async def _emit(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]) -> int:
+    """Benchmark load (console.sim.load): starts emitting and returns at once."""
+    try:
+        args = load.parse_args(argv[1:])
+    except (argparse.ArgumentError, SystemExit) as exc:
+        process.stderr.write(f"specops-sim-emit: {exc}\n")
+        return 2
+    task = asyncio.create_task(
+        load.emit(host.journal, args.unit, args.rate, args.count, args.start)
+    )
+    host.background.add(task)
+    task.add_done_callback(host.background.discard)
+    return 0
+
+
 COMMANDS: dict[str, Handler] = {
+    "specops-sim-emit": _emit,
     "journalctl": _journalctl,
     "systemctl": _systemctl,
     "cat": _cat,

@@ -1,0 +1,160 @@
+"""Shared benchmark plumbing: a simulated fleet in its own process, the raw OpenSSH baseline,
+result tables and JSON files.
+
+The simulated hosts run in a separate process (`specops demo --serve`), so the host's work
+(journald, sshd) is not billed to whichever client is being measured, and both clients —
+specops and the raw `ssh … journalctl -f -o cat | grep` pipeline — talk to the same host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from console.profiles import Profile, load_fleet
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SEQ_RE = re.compile(r" seq=(\d+) t=([\d.]+)")
+console = Console(highlight=False, width=max(Console().width, 140))
+
+
+@dataclass
+class SimServer:
+    directory: Path
+    process: subprocess.Popen[str]
+    profiles: list[Profile]
+
+    def ssh_argv(self, profile: Profile, remote_command: Sequence[str]) -> list[str]:
+        """The OpenSSH client command an operator would type (strict host keys)."""
+        d = self.directory
+        return [
+            "ssh",
+            "-F",
+            "/dev/null",
+            "-i",
+            str(d / "id_ed25519"),
+            "-o",
+            f"UserKnownHostsFile={d / 'known_hosts'}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            "-p",
+            str(profile.ssh.port),
+            "root@127.0.0.1",
+            shlex.join(remote_command),
+        ]
+
+    def emit(self, profile: Profile, rate: float, count: int, start: int = 1) -> None:
+        """Make the host log `count` numbered decode lines at `rate` lines/s (0: flat out)."""
+        cmd = [
+            "specops-sim-emit",
+            "--rate",
+            str(rate),
+            "--count",
+            str(count),
+            "--start",
+            str(start),
+        ]
+        subprocess.run(self.ssh_argv(profile, cmd), check=True, capture_output=True, timeout=30)
+
+
+@contextlib.contextmanager
+def sim_fleet(hosts: int = 1, load_s: float = 0.3) -> Iterator[SimServer]:
+    with tempfile.TemporaryDirectory(prefix="specops-bench-") as tmp:
+        directory = Path(tmp)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "console",
+                "demo",
+                "--serve",
+                str(directory),
+                "--hosts",
+                str(hosts),
+                "--load-delay",
+                str(load_s),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if line.startswith("READY"):
+                    break
+            else:
+                raise RuntimeError("simulated fleet did not start")
+            yield SimServer(directory, proc, load_fleet(directory / "profiles"))
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def patterns_regex(profile: Profile) -> str:
+    return "|".join(profile.journal.patterns)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def rss_mb(pid: int | None = None) -> float:
+    status = Path(f"/proc/{pid or os.getpid()}/status").read_text()
+    match = re.search(r"VmRSS:\s+(\d+) kB", status)
+    return int(match.group(1)) / 1024 if match else float("nan")
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def report(name: str, title: str, columns: Sequence[str], rows: list[dict[str, Any]]) -> Path:
+    """Print a table and write bench/results/NAME.json."""
+    table = Table(*columns, title=title)
+    for row in rows:
+        table.add_row(*(_cell(row.get(c)) for c in columns))
+    console.print(table)
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps({"machine": machine(), "rows": rows}, indent=2) + "\n")
+    console.print(f"results: {path}")
+    return path
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.1f}" if abs(value) >= 100 else f"{value:.3g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return "-" if value is None else str(value)
