@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import signal
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from rich.table import Table
 from console.events import ServiceStatus
 from console.fleet import read_status
 from console.profiles import Profile, ProfileError, load_fleet, select
+from console.settings import config_dir, load_settings
 from console.sim.fleet import SimFleet, ThreadedSimFleet
 from console.sim.sglang import Timing
 from console.ssh import (
@@ -46,17 +46,12 @@ class UsageError(Exception):
     """Bad input from the user: printed and exit 2."""
 
 
-def config_dir() -> Path:
-    """The user's specops config directory (XDG); tests point XDG_CONFIG_HOME elsewhere."""
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "specops"
-
-
 def default_profiles_dir() -> Path:
     local = Path("profiles")
     if local.is_dir() and any(local.glob("*.toml")):
         return local
-    return config_dir() / "profiles"
+    configured = load_settings().profiles_dir
+    return configured.expanduser() if configured else config_dir() / "profiles"
 
 
 def _load(args: argparse.Namespace) -> list[Profile]:

@@ -216,7 +216,7 @@ class ProfileError(Exception):
     """A profile could not be loaded. The message names the file, field and value."""
 
 
-def _format_validation(path: Path, exc: ValidationError) -> str:
+def format_validation(path: Path, exc: ValidationError) -> str:
     lines = []
     for err in exc.errors():
         field = ".".join(str(p) for p in err["loc"]) or "(top level)"
@@ -235,7 +235,7 @@ def parse_profile(data: dict[str, Any], source: Path) -> Profile:
     try:
         return Profile.model_validate(data)
     except ValidationError as exc:
-        raise ProfileError(_format_validation(source, exc)) from None
+        raise ProfileError(format_validation(source, exc)) from None
 
 
 def load_profile(path: Path) -> Profile:

@@ -1,0 +1,81 @@
+"""User settings: one TOML file in the user's config dir, validated like profiles.
+
+`~/.config/specops/settings.toml` (XDG_CONFIG_HOME honoured; SPECOPS_SETTINGS points at
+another file). Environment variables `SPECOPS_<FIELD>` override the file. Unknown keys are
+errors that name the file, so a typo in a keymap never passes silently.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from console.profiles import ProfileError, format_validation
+
+
+def config_dir() -> Path:
+    """The user's specops config directory; tests point XDG_CONFIG_HOME elsewhere."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "specops"
+
+
+def state_dir() -> Path:
+    """Where specops keeps what it learns (audit log, last good configurations)."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "specops"
+
+
+def settings_path() -> Path:
+    override = os.environ.get("SPECOPS_SETTINGS")
+    return Path(override) if override else config_dir() / "settings.toml"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(extra="forbid", frozen=True, env_prefix="SPECOPS_")
+
+    theme: str = "textual-dark"
+    """A Textual theme name (`ctrl+p` → "theme" lists them)."""
+    keymap: dict[str, str] = Field(default_factory=dict)
+    """Binding id → keys, e.g. `{ "snapshot-host" = "ctrl+t", "quit" = "q,f10" }`."""
+    journal_lines: int = Field(default=5000, ge=100, le=200_000)
+    """Lines kept per host for the journal view (the screen's ring buffer)."""
+    merged_lines: int = Field(default=10_000, ge=100, le=500_000)
+    """Lines kept for the merged all-hosts view."""
+    read_only: bool = False
+    """Refuse every action that changes a host (same as `--read-only`)."""
+    profiles_dir: Path | None = None
+    """Where profiles live when `--profiles` is not given and ./profiles has none."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (
+            init_settings,
+            env_settings,
+            TomlConfigSettingsSource(settings_cls, toml_file=settings_path()),
+        )
+
+
+def load_settings() -> Settings:
+    """The user's settings; a bad file raises ProfileError naming file, field and value."""
+    path = settings_path()
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise ProfileError(format_validation(path, exc)) from None
+    except (OSError, ValueError) as exc:
+        raise ProfileError(f"{path}: {exc}") from None

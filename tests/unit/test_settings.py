@@ -1,0 +1,44 @@
+"""User settings: defaults, the TOML file, environment overrides, errors naming the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from console.profiles import ProfileError
+from console.settings import load_settings, settings_path
+
+
+def test_defaults_without_a_file(isolated_home: Path) -> None:
+    settings = load_settings()
+    assert settings_path() == isolated_home / ".config" / "specops" / "settings.toml"
+    assert settings.journal_lines == 5000
+    assert settings.read_only is False
+    assert settings.keymap == {}
+
+
+def test_file_values_and_env_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = settings_path()
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        'theme = "nord"\nread_only = true\njournal_lines = 2000\n'
+        '[keymap]\nquit = "q,f10"\n'
+    )
+    settings = load_settings()
+    assert (settings.theme, settings.read_only, settings.journal_lines) == ("nord", True, 2000)
+    assert settings.keymap == {"quit": "q,f10"}
+    monkeypatch.setenv("SPECOPS_JOURNAL_LINES", "3000")
+    assert load_settings().journal_lines == 3000
+
+
+def test_bad_settings_name_file_field_value() -> None:
+    path = settings_path()
+    path.parent.mkdir(parents=True)
+    path.write_text("journal_lines = 5\nthem = 'x'\n")
+    with pytest.raises(ProfileError) as err:
+        load_settings()
+    text = str(err.value)
+    assert str(path) in text
+    assert "journal_lines" in text and "5" in text
+    assert "them" in text
