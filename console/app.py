@@ -68,7 +68,8 @@ class SpecopsApp(App[int]):
             self.post_message(JournalReceived(event))
 
     def _flush_journal(self) -> None:
-        self.query_one(JournalView).flush()
+        for view in self.query(JournalView):  # none while the app is shutting down
+            view.flush()
 
     @on(HostStateUpdated)
     def _host_state(self, message: HostStateUpdated) -> None:
