@@ -14,8 +14,6 @@ from hypothesis import strategies as st
 
 from console.profiles import MetricPattern
 from console.sglang import (
-    CRASH_SIGNATURES,
-    CustomMetrics,
     DecodeBatch,
     DraftRunnerInit,
     GraphCapture,
@@ -25,11 +23,11 @@ from console.sglang import (
     ServerArgsLine,
     ServerReady,
     WeightLoad,
-    crash_signature,
     has_header,
     parse_header,
     parse_line,
 )
+from console.signatures import CRASH_SIGNATURES, CustomMetrics, crash_signature
 
 # --- §1.4, verbatim ---------------------------------------------------------------------------
 
