@@ -76,7 +76,9 @@ class SimServer:
 
 
 @contextlib.contextmanager
-def sim_fleet(hosts: int = 1, load_s: float = 0.3) -> Iterator[SimServer]:
+def sim_fleet(
+    hosts: int = 1, load_s: float = 0.3, decode_interval_s: float = 1.0
+) -> Iterator[SimServer]:
     with tempfile.TemporaryDirectory(prefix="specops-bench-") as tmp:
         directory = Path(tmp)
         proc = subprocess.Popen(

@@ -16,7 +16,7 @@ from console.events import Event, HostStateChanged, JournalBatch, ServiceStatus
 from console.flags import effective_service, read_flags
 from console.journal import JournalEntry, JournalFollower
 from console.profiles import Profile
-from console.ssh import CommandRecord, HostSession, HostState, RemoteError
+from console.ssh import CommandRecord, ConnState, HostSession, HostState, RemoteError
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class Fleet:
         *,
         follow: bool = True,
         history: int = 200,
-        poll_s: float = 3.0,
+        poll_s: float = 30.0,
         on_command: Callable[[CommandRecord], None] | None = None,
     ) -> None:
         self.profiles = {p.name: p for p in profiles}
@@ -70,6 +70,16 @@ class Fleet:
         self.status: dict[str, ServiceStatus] = {}
         self.followers: dict[str, JournalFollower] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        # Status is re-read when something says it changed (systemd's own journal lines for
+        # the unit, a new invocation, a reconnect, an action of ours); `poll_s` is only the
+        # fallback. Polling every host every few seconds costs more than everything else
+        # an idle fleet does.
+        self._dirty: dict[str, asyncio.Event] = {}
+
+    def refresh_status(self, name: str) -> None:
+        """Ask for the host's unit status to be read again now."""
+        if name in self._dirty:
+            self._dirty[name].set()
 
     def listen(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -82,11 +92,14 @@ class Fleet:
                 log.exception("event listener failed on %r", type(event).__name__)
 
     def _state_changed(self, state: HostState) -> None:
+        if state.state is ConnState.CONNECTED:
+            self.refresh_status(state.host)
         self.emit(HostStateChanged(state))
 
     def start(self) -> None:
         """Start connecting to every host at once; returns immediately."""
         for name, session in self.sessions.items():
+            self._dirty[name] = asyncio.Event()
             session.start()
             self._tasks.append(asyncio.create_task(self._poll(name), name=f"status:{name}"))
             if self.follow:
@@ -101,6 +114,10 @@ class Fleet:
 
     def _journal_delivery(self, name: str) -> Callable[[list[JournalEntry]], None]:
         def deliver(entries: list[JournalEntry]) -> None:
+            known = self.status.get(name)
+            current = known.invocation_id if known is not None else None
+            if any(e.pid == "1" or (e.invocation and e.invocation != current) for e in entries):
+                self.refresh_status(name)  # systemd logged about the unit, or it restarted
             self.emit(JournalBatch(name, entries))
 
         return deliver
@@ -121,7 +138,11 @@ class Fleet:
             except ValueError as exc:  # an ExecStart we cannot parse
                 status = ServiceStatus(host=name, error=f"{name}: {exc}")
             self._remember(status)
-            await asyncio.sleep(self.poll_s)
+            dirty = self._dirty[name]
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(dirty.wait(), self.poll_s)
+            dirty.clear()
+            await asyncio.sleep(0.2)  # coalesce a burst of systemd lines into one read
 
     def _remember(self, status: ServiceStatus) -> None:
         previous = self.status.get(status.host)

@@ -1,0 +1,67 @@
+"""The fleet: all hosts at once, a dead host delays nobody, status follows the unit."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from console.events import Event, HostStateChanged, JournalBatch, ServiceStatus
+from console.fleet import Fleet
+from console.profiles import Profile
+from console.sim.fleet import SimFleet
+from console.ssh import ConnState
+
+
+async def wait_for(events: list[Event], predicate, timeout: float = 10.0) -> Event:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for event in events:
+            if predicate(event):
+                return event
+        await asyncio.sleep(0.02)
+    raise AssertionError("event not seen in time")
+
+
+async def test_a_dead_host_never_delays_the_others(sim: SimFleet, profiles: list[Profile]) -> None:
+    dead, alive = profiles
+    await sim.hosts[dead.name].go_offline()
+    events: list[Event] = []
+    fleet = Fleet(profiles)
+    fleet.listen(events.append)
+    started = time.monotonic()
+    fleet.start()
+    status = await wait_for(
+        events, lambda e: isinstance(e, ServiceStatus) and e.host == alive.name and not e.error
+    )
+    assert isinstance(status, ServiceStatus)
+    assert status.active_state == "active" and status.flags["budget"] == 8
+    await wait_for(events, lambda e: isinstance(e, JournalBatch) and e.host == alive.name)
+    assert time.monotonic() - started < 5
+    unreachable = await wait_for(
+        events,
+        lambda e: (
+            isinstance(e, HostStateChanged)
+            and e.host == dead.name
+            and e.state.state is ConnState.UNREACHABLE
+        ),
+    )
+    assert "retry in" in unreachable.state.detail  # type: ignore[union-attr]
+    await fleet.stop()
+
+
+async def test_status_follows_a_restart_without_waiting_for_the_poll(
+    sim: SimFleet, profiles: list[Profile]
+) -> None:
+    events: list[Event] = []
+    fleet = Fleet(profiles[:1], poll_s=3600)
+    fleet.listen(events.append)
+    fleet.start()
+    first = await wait_for(events, lambda e: isinstance(e, ServiceStatus) and not e.error)
+    assert isinstance(first, ServiceStatus)
+    await sim.hosts[profiles[0].name].unit.restart()
+    second = await wait_for(
+        events,
+        lambda e: isinstance(e, ServiceStatus) and e.invocation_id not in ("", first.invocation_id),
+    )
+    assert isinstance(second, ServiceStatus) and second.active_state == "active"
+    await fleet.stop()
