@@ -22,12 +22,16 @@ from console.sim.sglang import Timing
 
 HOST_NAMES = ("b300", "pro6000", "h200", "gb200", "mi355", "l40s", "a100", "rtx6000")
 
+DEMO_COMMENT = (
+    "A simulated host of `specops demo` (console/sim). Reachable while the demo fleet runs."
+)
+
 PROFILE_TEMPLATE = """\
-# A simulated host of `specops demo` (console/sim). Reachable while the demo fleet runs.
+# {comment}
 name = "{name}"
 
 [ssh]
-host = "127.0.0.1"
+host = "{host}"
 port = {port}
 user = "root"
 identity_file = "{key}"
@@ -36,7 +40,7 @@ config_file = "{ssh_config}"
 connect_timeout_s = 5
 keepalive_interval_s = {keepalive}
 keepalive_count_max = 3
-
+{ssh_extra}
 [service]
 unit = "sglang-k26-ddtree.service"
 port = 30001
@@ -95,6 +99,36 @@ package = "{package}"
 bench = ["/root/bench_results_opt/*.json"]
 variant = "{{nvls}}b{{budget}}t{{topk}}"
 """
+
+
+def render_profile(
+    *,
+    name: str,
+    port: int,
+    key: Path,
+    known_hosts: Path,
+    ssh_config: Path,
+    keepalive: float,
+    ready_timeout: float,
+    package: Path,
+    host: str = "127.0.0.1",
+    proxy_jump: str | None = None,
+    comment: str = DEMO_COMMENT,
+) -> str:
+    """A profile (the flags of profiles/b300.toml) for a simulated or testbed host."""
+    return PROFILE_TEMPLATE.format(
+        comment=comment,
+        name=name,
+        host=host,
+        port=port,
+        key=key,
+        known_hosts=known_hosts,
+        ssh_config=ssh_config,
+        keepalive=keepalive,
+        ssh_extra=f'proxy_jump = "{proxy_jump}"\n' if proxy_jump else "",
+        ready_timeout=ready_timeout,
+        package=package,
+    )
 
 
 def _key(path: Path) -> asyncssh.SSHKey:
@@ -157,7 +191,7 @@ class SimFleet:
             if name not in self.untrusted:
                 known.append(host.host_key_line())
             (self.profiles_dir / f"{name}.toml").write_text(
-                PROFILE_TEMPLATE.format(
+                render_profile(
                     name=name,
                     port=host.port,
                     key=d / "id_ed25519",
