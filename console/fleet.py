@@ -12,9 +12,10 @@ import logging
 from collections.abc import Callable, Iterable
 
 from console import remote
-from console.events import Event, HostStateChanged, JournalBatch, ServiceStatus
+from console.events import CrashDetected, Event, HostStateChanged, JournalBatch, ServiceStatus
 from console.flags import effective_service, read_flags
 from console.journal import JournalEntry, JournalFollower
+from console.monitor import HostMonitor
 from console.profiles import Profile
 from console.ssh import CommandRecord, ConnState, HostSession, HostState, RemoteError
 
@@ -69,6 +70,9 @@ class Fleet:
         }
         self.status: dict[str, ServiceStatus] = {}
         self.followers: dict[str, JournalFollower] = {}
+        self.monitors: dict[str, HostMonitor] = {
+            name: HostMonitor(p) for name, p in self.profiles.items()
+        }
         self._tasks: list[asyncio.Task[None]] = []
         # Status is re-read when something says it changed (systemd's own journal lines for
         # the unit, a new invocation, a reconnect, an action of ours); `poll_s` is only the
@@ -119,8 +123,30 @@ class Fleet:
             if any(e.pid == "1" or (e.invocation and e.invocation != current) for e in entries):
                 self.refresh_status(name)  # systemd logged about the unit, or it restarted
             self.emit(JournalBatch(name, entries))
+            follower = self.followers.get(name)
+            live = follower is None or not follower.replaying
+            for event in self.monitors[name].observe(entries, live=live):
+                if isinstance(event, CrashDetected) and event.flags is None:
+                    self._tasks.append(asyncio.create_task(self._crash_with_flags(event)))
+                else:
+                    self.emit(event)
 
         return deliver
+
+    async def _crash_with_flags(self, crash: CrashDetected) -> None:
+        """A crash of a run whose flags were never read: read the unit's flags now.
+
+        Bounded, so the alert is late by a round trip at most, never by a hung host.
+        """
+        monitor = self.monitors[crash.host]
+        try:
+            status = await asyncio.wait_for(read_status(self.sessions[crash.host]), 2.0)
+        except (RemoteError, ValueError, TimeoutError) as exc:
+            log.warning("%s: flags at crash time unknown: %s", crash.host, exc)
+        else:
+            self._remember(status)
+            crash = monitor.resolve_flags(crash, status.flags)
+        self.emit(crash)
 
     async def _poll(self, name: str) -> None:
         session = self.sessions[name]
@@ -149,6 +175,7 @@ class Fleet:
         if status.error is None and not status.flags and previous is not None:
             status = ServiceStatus(**{**status.__dict__, "flags": previous.flags})
         self.status[status.host] = status
+        self.monitors[status.host].set_status(status)
         if status != previous:
             self.emit(status)
 

@@ -1,4 +1,4 @@
-"""Cursor-tracked journal follower: every entry of a unit exactly once, across reconnects.
+"""Cursor-tracked journal follower: every record of a unit exactly once, across reconnects.
 
 The follower asks journalctl for JSON, keeps the `__CURSOR` of the last entry it delivered,
 and resumes every (re)started stream with `--after-cursor`. It delivers a batch first and
@@ -6,43 +6,80 @@ only then advances the cursor, so a drop between the two re-sends rather than lo
 the first follow it takes a baseline cursor, so a drop before the first new line still
 resumes from the right place. Torn lines at a disconnect never reach the parser (the
 session drops them) and journalctl's `-- …` informational lines are skipped.
+
+journald stores one entry per line, but a Python traceback or a `server_args=` dump is one
+SGLang record: header-less lines are attached to the record before them (`RecordAssembler`).
+A record is complete when the next record starts or, so the newest line is never held back,
+after `FLUSH_IDLE_S` without another line. A record's cursor is that of its last line, so a
+record held back at a disconnect is simply read again. The first record of a new service
+invocation is marked, and journald's `Suppressed N messages` notices are kept as known gaps.
+`LineFilter` is the client-side filter both front ends use (hosts may lack PCRE2 `--grep`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
-from collections.abc import Awaitable, Callable
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from console import remote
+from console.sglang import has_header
+from console.signatures import crash_signature
 from console.ssh import Backoff, CommandFailed, Disconnected, HostSession, RemoteError
 
 log = logging.getLogger(__name__)
 
 SUPPRESSED_MESSAGE_ID = "a596d6fe7bfa4994828e72309e95d61e"
+FLUSH_IDLE_S = 0.1
+"""A pending record is delivered after this long without another line."""
+MAX_CONTINUATION = 1000
+"""Header-less lines attached to one record at most; more start a new record."""
+MAX_RECORD_CHARS = 256 * 1024
+"""Characters in one record at most (journald splits lines at 48 KiB)."""
+
+# CSI (colours, cursor moves), OSC (titles, links) and two-character escapes.
+_ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_TRACEBACK = "Traceback (most recent call last):"
 
 
 @dataclass(frozen=True, slots=True)
 class JournalEntry:
-    """One journal record of the unit, decoded."""
+    """One record of the unit: a journal entry, plus the header-less lines that continue it."""
 
     host: str
     cursor: str
+    """The resume point: the cursor of the record's last journal entry."""
     timestamp: float
-    """Seconds since the epoch (journald's receive time)."""
+    """Seconds since the epoch (journald's receive time of the first line)."""
     message: str
     priority: int = 6
     invocation: str | None = None
     pid: str | None = None
     seq: tuple[str, int] | None = None
+    """`(__SEQNUM_ID, __SEQNUM)` of the record's last journal entry."""
     dropped: int = 0
-    """For journald's `Suppressed N messages` notices: N (a known gap)."""
+    """For journald's `Suppressed N messages` notices: N (-1 when not stated); a known gap."""
     continuation: tuple[str, ...] = field(default=())
     """Header-less lines (a traceback) that belong to this record."""
+    new_invocation: bool = False
+    """The first record of a new `_SYSTEMD_INVOCATION_ID` after another one: a restart."""
+    crash: str | None = None
+    """The crash signature (`console.signatures`) found anywhere in the record."""
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        return (self.message, *self.continuation)
+
+    @property
+    def text(self) -> str:
+        """The whole record, lines joined by newlines (what SGLang logged in one call)."""
+        return "\n".join(self.lines) if self.continuation else self.message
 
 
 def decode_field(value: Any) -> str:
@@ -53,7 +90,7 @@ def decode_field(value: Any) -> str:
         return value
     if isinstance(value, list):
         if all(isinstance(v, int) for v in value):
-            return bytes(value).decode("utf-8", "replace")
+            return bytes(v & 0xFF for v in value).decode("utf-8", "replace")
         return "\n".join(decode_field(v) for v in value)
     return str(value)
 
@@ -67,12 +104,18 @@ def decode_entry(host: str, line: str) -> JournalEntry | None:
     except ValueError:
         log.warning("%s: undecodable journal line skipped: %.200r", host, line)
         return None
+    if not isinstance(data, dict):
+        return None
     cursor = data.get("__CURSOR")
     if not isinstance(cursor, str):
         return None
-    message = decode_field(data.get("MESSAGE"))
-    if data.get("MESSAGE") is None and "MESSAGE" in data:
+    raw = data.get("MESSAGE")
+    if raw is None and "MESSAGE" in data:
         message = "[message longer than journald shows: use `journalctl -a`]"
+    else:
+        message = decode_field(raw)
+        if isinstance(raw, list) and "\x1b" in message:
+            message = _ANSI_RE.sub("", message)  # colour codes are why it was bytes
     seq = None
     if "__SEQNUM" in data and "__SEQNUM_ID" in data:
         with contextlib.suppress(ValueError, TypeError):
@@ -92,7 +135,13 @@ def decode_entry(host: str, line: str) -> JournalEntry | None:
         pid=decode_field(data.get("_PID")) or None,
         seq=seq,
         dropped=dropped,
+        crash=None if dropped else crash_signature(message),
     )
+
+
+def decode_lines(host: str, lines: Iterable[str]) -> list[JournalEntry]:
+    """The entries among `-o json` output lines (notes and blank lines skipped)."""
+    return [e for line in lines if (e := decode_entry(host, line)) is not None]
 
 
 def _micros(value: Any) -> float:
@@ -109,6 +158,165 @@ def _int(value: Any, default: int) -> int:
         return default
 
 
+# --- Records ---------------------------------------------------------------------------
+
+
+def starts_record(message: str) -> bool:
+    """An SGLang `[ts ...]` header, or a bare Python traceback (an uncaught exception)."""
+    return has_header(message) or message.startswith(_TRACEBACK)
+
+
+class RecordAssembler:
+    """Turns journal entries (one per line) into records, holding back only the newest one.
+
+    A header-less line continues the pending record when it comes from the same process of
+    the same invocation; anything else (another process, systemd's own lines, a gap notice)
+    completes it. Also marks the first record of each new invocation.
+    """
+
+    def __init__(self) -> None:
+        self._head: JournalEntry | None = None
+        self._last: JournalEntry | None = None
+        self._more: list[str] = []
+        self._chars = 0
+        self._invocation: str | None = None
+        self._new_invocation = False
+
+    @property
+    def pending(self) -> bool:
+        return self._head is not None
+
+    def reset(self) -> None:
+        """Forget the pending record (the stream resumes from before it and sends it again)."""
+        self._head = self._last = None
+        self._more = []
+        self._chars = 0
+        self._new_invocation = False
+
+    def feed(self, entries: Iterable[JournalEntry]) -> list[JournalEntry]:
+        """The records these entries complete, in order."""
+        done: list[JournalEntry] = []
+        for entry in entries:
+            head = self._head
+            if (
+                head is not None
+                and not entry.dropped
+                and entry.pid == head.pid
+                and entry.invocation == head.invocation
+                and len(self._more) < MAX_CONTINUATION
+                and self._chars + len(entry.message) <= MAX_RECORD_CHARS
+                and not starts_record(entry.message)
+            ):
+                self._more.append(entry.message)
+                self._chars += len(entry.message)
+                self._last = entry
+                continue
+            if head is not None:
+                done.append(self._complete())
+            self._start(entry)
+        return done
+
+    def flush(self) -> list[JournalEntry]:
+        """The pending record, complete or not (the stream went quiet)."""
+        return [self._complete()] if self._head is not None else []
+
+    def _start(self, entry: JournalEntry) -> None:
+        if entry.invocation is not None:
+            self._new_invocation = self._invocation not in (None, entry.invocation)
+            self._invocation = entry.invocation
+        self._head = self._last = entry
+        self._more = []
+        self._chars = len(entry.message)
+
+    def _complete(self) -> JournalEntry:
+        head, last = self._head, self._last
+        assert head is not None and last is not None
+        record = head
+        if self._more or self._new_invocation:
+            more = tuple(self._more)
+            record = dataclasses.replace(
+                head,
+                cursor=last.cursor,
+                seq=last.seq,
+                continuation=more,
+                new_invocation=self._new_invocation,
+                crash=crash_signature("\n".join((head.message, *more))) if more else head.crash,
+            )
+        self.reset()
+        return record
+
+
+def assemble(entries: Iterable[JournalEntry]) -> list[JournalEntry]:
+    """All records of a finished read (the last one included)."""
+    assembler = RecordAssembler()
+    return assembler.feed(entries) + assembler.flush()
+
+
+# --- Client-side filtering and markers -------------------------------------------------
+
+
+def gap_marker(dropped: int) -> str:
+    count = "some" if dropped < 0 else f"{dropped}"
+    return f"── gap: journald suppressed {count} messages (rate limit) ──"
+
+
+def invocation_marker(invocation: str | None) -> str:
+    return f"── service restarted: invocation {(invocation or '?')[:12]} ──"
+
+
+def display_lines(entry: JournalEntry) -> list[str]:
+    """A record as a view shows it: restart marker first; a gap marker for a drop notice."""
+    lines = [invocation_marker(entry.invocation)] if entry.new_invocation else []
+    if entry.dropped:
+        lines.append(gap_marker(entry.dropped))
+    else:
+        lines.extend(entry.lines)
+    return lines
+
+
+class LineFilter:
+    """Which records a view shows: those where any line matches any pattern.
+
+    No patterns means every record. Gap notices and crash records always pass, and a
+    restart marker is shown even when its record is filtered out: an operator must never
+    miss those because of a filter.
+    """
+
+    def __init__(self, patterns: Iterable[str] = ()) -> None:
+        self.patterns = tuple(patterns)
+        compiled = []
+        for pattern in self.patterns:
+            try:
+                compiled.append(re.compile(pattern))
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
+        self._regexes = tuple(compiled)
+
+    @property
+    def shows_all(self) -> bool:
+        return not self._regexes
+
+    def accepts(self, entry: JournalEntry) -> bool:
+        if not self._regexes or entry.dropped or entry.crash is not None:
+            return True
+        for regex in self._regexes:
+            search = regex.search
+            if search(entry.message):
+                return True
+            for line in entry.continuation:
+                if search(line):
+                    return True
+        return False
+
+    def visible(self, entry: JournalEntry) -> list[str]:
+        """The lines of `entry` to show: all of them when it passes, else only markers."""
+        if self.accepts(entry):
+            return display_lines(entry)
+        return [invocation_marker(entry.invocation)] if entry.new_invocation else []
+
+
+# --- Following -------------------------------------------------------------------------
+
 Deliver = Callable[[list[JournalEntry]], Awaitable[None] | None]
 
 
@@ -124,6 +332,7 @@ class JournalFollower:
         cursor: str | None = None,
         history: int = 0,
         backoff: Backoff = Backoff(initial_s=0.2, cap_s=5.0),
+        flush_idle_s: float = FLUSH_IDLE_S,
     ) -> None:
         self.session = session
         self.unit = unit
@@ -131,36 +340,82 @@ class JournalFollower:
         self._deliver = deliver
         self._history = history
         self._backoff = backoff
+        self._flush_idle_s = flush_idle_s
         self._last_seq: tuple[str, int] | None = None
+        self._resuming = False
+        self._records = RecordAssembler()
+        self.replaying = False
+        """True while the history read (`history` lines before the follow) is delivered."""
         self.restarts = 0
         """How many times the stream was (re)started; for tests and diagnostics."""
 
-    async def _emit(self, entries: list[JournalEntry]) -> None:
-        if self._last_seq is not None and entries and entries[0].seq == self._last_seq:
-            entries = entries[1:]  # belt and braces: never deliver the resume point twice
-        if not entries:
+    def _decode(self, lines: list[str]) -> list[JournalEntry]:
+        entries = decode_lines(self.session.name, lines)
+        if self._resuming and entries:
+            self._resuming = False
+            if entries[0].seq is not None and entries[0].seq == self._last_seq:
+                entries = entries[1:]  # belt and braces: never deliver the resume point twice
+        return entries
+
+    async def _emit(self, records: list[JournalEntry]) -> None:
+        if not records:
             return
-        result = self._deliver(entries)
+        result = self._deliver(records)
         if result is not None:
             await result
         # Advance only after delivery: a drop before this line re-sends, never loses.
-        self.cursor = entries[-1].cursor
-        self._last_seq = entries[-1].seq
+        self.cursor = records[-1].cursor
+        self._last_seq = records[-1].seq
 
     async def _baseline(self) -> None:
-        host = self.session.name
         if self._history > 0:
             cmd = remote.journal_read(self.unit, lines=self._history)
         else:
             cmd = remote.journal_last(self.unit)
         result = await self.session.run(cmd, check=False, timeout=30)
-        entries = [e for line in result.stdout.splitlines() if (e := decode_entry(host, line))]
+        entries = self._decode(result.stdout.splitlines())
         if self._history > 0:
-            await self._emit(entries)
+            self.replaying = True
+            try:
+                await self._emit(self._records.feed(entries) + self._records.flush())
+            finally:
+                self.replaying = False
         elif entries:
+            self._records.feed(entries[-1:])  # knows the running invocation; never delivered
+            self._records.reset()
             self.cursor = entries[-1].cursor
             self._last_seq = entries[-1].seq
         self._history = 0
+
+    async def _follow(self) -> None:
+        """One journalctl stream, until it ends or fails; flushes a quiet pending record."""
+        stream: AsyncIterator[list[str]] = self.session.stream(
+            remote.journal_follow(self.unit, self.cursor)
+        )
+        self._resuming = True
+        # The read stays in flight across idle timeouts: cancelling it would close the stream.
+        reading = asyncio.ensure_future(anext(stream))
+        try:
+            while True:
+                idle = self._flush_idle_s if self._records.pending else None
+                done, _ = await asyncio.wait({reading}, timeout=idle)
+                if not done:
+                    await self._emit(self._records.flush())
+                    continue
+                try:
+                    lines = reading.result()
+                except StopAsyncIteration:
+                    return
+                reading = asyncio.ensure_future(anext(stream))
+                await self._emit(self._records.feed(self._decode(lines)))
+        finally:
+            reading.cancel()
+            with contextlib.suppress(BaseException):
+                await reading
+            aclose = getattr(stream, "aclose", None)  # ends the remote journalctl now
+            if aclose is not None:
+                with contextlib.suppress(BaseException):
+                    await aclose()
 
     async def run(self) -> None:
         """Follow forever (cancel the task to stop)."""
@@ -168,18 +423,15 @@ class JournalFollower:
         host = self.session.name
         baseline_done = self.cursor is not None
         while True:
-            await self.session.wait_connected()
+            await self.session.wait_connected(timeout=3600 * 24 * 365)
+            self._records.reset()  # whatever was held back is read again from the cursor
             try:
                 if not baseline_done:
                     await self._baseline()
                     baseline_done = True
                 self.restarts += 1
-                async for lines in self.session.stream(
-                    remote.journal_follow(self.unit, self.cursor)
-                ):
-                    entries = [e for line in lines if (e := decode_entry(host, line))]
-                    await self._emit(entries)
-                    attempt = 0
+                await self._follow()
+                attempt = 0
                 delay = self._backoff.delay(0)  # journalctl ended by itself: resume
             except Disconnected as exc:
                 log.info("%s: journal stream interrupted: %s", host, exc)
