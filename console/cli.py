@@ -20,6 +20,7 @@ import asyncssh
 from rich.console import Console
 from rich.table import Table
 
+from console.audit import AuditLog
 from console.events import ServiceStatus
 from console.fleet import read_status
 from console.profiles import Profile, ProfileError, load_fleet, select
@@ -62,8 +63,13 @@ def _load(args: argparse.Namespace) -> list[Profile]:
 # --- status ------------------------------------------------------------------------------
 
 
+def new_session(profile: Profile) -> HostSession:
+    """A session whose every remote command goes to the audit log."""
+    return HostSession(profile, on_command=AuditLog().record)
+
+
 async def _status_one(profile: Profile) -> tuple[HostState, ServiceStatus | None, str | None]:
-    session = HostSession(profile)
+    session = new_session(profile)
     session.start()
     try:
         state = await session.wait_settled(profile.ssh.connect_timeout_s + 5)
@@ -212,7 +218,7 @@ def run_tui(profiles: list[Profile], *, read_only: bool) -> int:
     from console.app import SpecopsApp  # the only place the CLI reaches for Textual
     from console.fleet import Fleet
 
-    app = SpecopsApp(Fleet(profiles), read_only=read_only)
+    app = SpecopsApp(Fleet(profiles, on_command=AuditLog().record), read_only=read_only)
     app.run()
     return app.return_code or 0
 
@@ -255,14 +261,22 @@ def build_parser() -> argparse.ArgumentParser:
     trust = sub.add_parser("trust", parents=[common], help="enrol a host's key (shown first)")
     trust.add_argument("host", metavar="HOST")
     trust.add_argument("--yes", action="store_true", help="do not ask")
+
+    from console import cli_flags  # imports this module: loaded once this one is complete
+
+    cli_flags.add_parsers(sub, common)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    args = build_parser().parse_args(argv)
     args.profiles = getattr(args, "profiles", None)
     args.read_only = getattr(args, "read_only", False)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     try:
         if args.command == "demo":
             if not 1 <= args.hosts <= 64:
@@ -272,6 +286,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(cmd_status(args))
         if args.command == "trust":
             return asyncio.run(cmd_trust(args))
+        from console import cli_flags
+
+        if args.command in cli_flags.COMMANDS:
+            return cli_flags.run(args)
         return run_tui(_load(args), read_only=args.read_only)
     except (ProfileError, UsageError) as exc:
         err.print(f"specops: {exc}", markup=False)

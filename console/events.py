@@ -6,6 +6,7 @@ Plain frozen dataclasses, past tense, no Textual. Each names its host.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from console.journal import JournalEntry
 from console.ssh import HostState
@@ -99,4 +100,113 @@ class ServiceReady:
 MonitorEvent = MetricsUpdated | CrashDetected | InvocationChanged | ServiceReady
 
 
-Event = HostStateChanged | JournalBatch | ServiceStatus | MonitorEvent
+class RolloutStep(StrEnum):
+    """The steps of a flag change (console/rollout.py), in order; rollback reuses some."""
+
+    CHECK_FLAGS = "check flags"
+    RECORD = "record"
+    WRITE = "write drop-in"
+    DAEMON_RELOAD = "daemon-reload"
+    VERIFY = "verify reload"
+    RESET_FAILED = "reset-failed"
+    RESTART = "restart"
+    INVOCATION = "new invocation"
+    READY = "wait ready"
+    SMOKE = "smoke test"
+    SETTLE = "first decode"
+    REMEMBER = "remember"
+    RESTORE = "restore drop-in"
+
+
+@dataclass(frozen=True)
+class RolloutProgress:
+    """One step of a rollout started, finished, failed, or (READY) is still waiting."""
+
+    host: str
+    step: RolloutStep
+    state: str
+    """"running", "ok", "failed", "skipped" or "waiting" (a periodic update of a long wait)."""
+    detail: str = ""
+    elapsed_s: float = 0.0
+    """Seconds since the rollout began."""
+    rollback: bool = False
+    """True for the steps that put the previous configuration back."""
+
+
+@dataclass(frozen=True)
+class RolloutJournal:
+    """Journal lines of the invocation the rollout is watching (the new one, or the rollback's)."""
+
+    host: str
+    invocation: str
+    lines: tuple[str, ...]
+
+
+class RolloutOutcome(StrEnum):
+    APPLIED = "applied"
+    """Healthy on the new setting."""
+    ROLLED_BACK = "rolled back"
+    """The new setting failed; the previous one is back and healthy."""
+    FAILED = "failed"
+    """The change failed and the host is not known to be healthy (no rollback, or it failed)."""
+
+
+@dataclass(frozen=True)
+class RolloutFinished:
+    host: str
+    outcome: RolloutOutcome
+    reason: str = ""
+    """Why the new setting was refused (crash signature, unit failed, timeout, smoke answer)."""
+    signature: str | None = None
+    """The crash signature (console.sglang) seen in the new invocation's journal."""
+    phase: str | None = None
+    """What the server was doing when it failed, e.g. "CUDA graph capture"."""
+    excerpt: tuple[str, ...] = ()
+    """The failing invocation's journal (its last lines), kept for the report."""
+    failed_invocation: str | None = None
+    invocation_id: str = ""
+    """The invocation running at the end."""
+    flags: dict[str, FlagValue] = field(default_factory=dict)
+    """The flag values in effect at the end."""
+    accept_len: float | None = None
+    """The first accept length the new invocation logged (after a successful change)."""
+    rollback_error: str | None = None
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is RolloutOutcome.APPLIED
+
+
+RolloutEvent = RolloutProgress | RolloutJournal | RolloutFinished
+
+
+class SnapshotStage(StrEnum):
+    """The stages of one host's snapshot (console/snapshot.py), in order."""
+
+    CONNECTING = "connecting"
+    UNIT = "reading unit"
+    JOURNAL = "reading journal"
+    TRANSFER = "transferring"
+    METADATA = "writing metadata"
+    DONE = "done"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class SnapshotProgress:
+    """Where one host's snapshot is: its stage, files placed and bytes transferred so far."""
+
+    host: str
+    stage: SnapshotStage
+    files_done: int = 0
+    files_total: int = 0
+    """Artifacts of this snapshot (known once the bench globs are expanded)."""
+    bytes_done: int = 0
+    bytes_total: int = 0
+    """Bytes to download: files already in the package are not fetched again."""
+    current: str = ""
+    """The package path being written, or the error when `stage` is FAILED."""
+
+
+Event = HostStateChanged | JournalBatch | ServiceStatus | MonitorEvent | RolloutEvent

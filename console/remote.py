@@ -173,3 +173,32 @@ def sha256sum(paths: Sequence[str]) -> Command:
 
 def read_file(path: str) -> Command:
     return Command(("cat", "--", _abs_path(path)), privileged=True)
+
+
+def make_dirs(path: str) -> Command:
+    return Command(("mkdir", "-p", "--", _abs_path(path)), privileged=True)
+
+
+def write_file(path: str, content: str) -> Command:
+    """Write `content` (sent on stdin) to `path`; `tee` so that it works through `sudo -n`."""
+    return Command(("tee", "--", _abs_path(path)), privileged=True, stdin=content)
+
+
+def move(source: str, target: str) -> Command:
+    """rename(2) within one directory: the target is replaced in one step."""
+    return Command(("mv", "-f", "--", _abs_path(source), _abs_path(target)), privileged=True)
+
+
+def remove(path: str) -> Command:
+    return Command(("rm", "-f", "--", _abs_path(path)), privileged=True)
+
+
+# --- the server build ------------------------------------------------------------------
+
+
+def launch_server_help(interpreter: str) -> Command:
+    """`PYTHON -m sglang.launch_server --help`: the arguments the installed build knows."""
+    _clean(interpreter, "interpreter")
+    if not re.fullmatch(r"/[^\s]*|[A-Za-z0-9._+-]+", interpreter) or interpreter.startswith("-"):
+        raise UnsafeArgument(f"interpreter {interpreter!r} is not a path or a program name")
+    return Command((interpreter, "-m", "sglang.launch_server", "--help"))

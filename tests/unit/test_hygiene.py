@@ -25,6 +25,13 @@ CORE = [
     "console.sglang",
     "console.metrics",
     "console.manifest",
+    "console.audit",
+    "console.http",
+    "console.plan",
+    "console.rollout",
+    "console.invocation",
+    "console.state",
+    "console.cli_flags",
 ]
 
 

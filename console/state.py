@@ -1,0 +1,98 @@
+"""The operator's local state: where it lives, and each host's last good configuration.
+
+specops keeps two things on the operator's machine: the audit log (console/audit.py) and,
+for every host, the configuration that last passed a rollout (health and smoke test). The
+latter answers "what was the last setting that worked?" after a bad night of tuning, and is
+what `specops flags` shows next to the live values. Files are written atomically (temp name,
+fsync, rename), so a crash or a full disk never leaves half a record behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from console.flags import FlagValue
+from console.profiles import NAME_RE
+
+
+def state_dir() -> Path:
+    """`$XDG_STATE_HOME/specops`, else `~/.local/state/specops` (tests point it elsewhere)."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "specops"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` in one step: readers see the old file or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@dataclass(frozen=True)
+class LastGood:
+    """A configuration that came up healthy and answered the smoke test."""
+
+    host: str
+    unit: str
+    values: Mapping[str, FlagValue]
+    """The profile's flags as they were read from the effective unit."""
+    argv: Sequence[str]
+    environment: Mapping[str, str]
+    dropin: str | None
+    """specops's drop-in text at that time; None when the unit ran without one."""
+    invocation_id: str
+    saved_at: float = field(default_factory=time.time)
+
+
+def _last_good_path(host: str) -> Path:
+    if not NAME_RE.match(host):
+        raise ValueError(f"host name {host!r} cannot name a state file")
+    return state_dir() / "last-good" / f"{host}.json"
+
+
+def save_last_good(record: LastGood) -> Path:
+    path = _last_good_path(record.host)
+    data = asdict(record)
+    data["values"] = dict(record.values)
+    data["argv"] = list(record.argv)
+    data["environment"] = dict(record.environment)
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def load_last_good(host: str) -> LastGood | None:
+    """The host's last good configuration, or None (never saved, or unreadable)."""
+    path = _last_good_path(host)
+    try:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return LastGood(
+            host=str(data["host"]),
+            unit=str(data["unit"]),
+            values=dict(data["values"]),
+            argv=[str(a) for a in data["argv"]],
+            environment={str(k): str(v) for k, v in data["environment"].items()},
+            dropin=None if data["dropin"] is None else str(data["dropin"]),
+            invocation_id=str(data["invocation_id"]),
+            saved_at=float(data["saved_at"]),
+        )
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
