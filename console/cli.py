@@ -265,6 +265,10 @@ def build_parser() -> argparse.ArgumentParser:
     from console import cli_flags  # imports this module: loaded once this one is complete
 
     cli_flags.add_parsers(sub, common)
+
+    from console import cli_tail  # imports this module: loaded once this one is complete
+
+    cli_tail.add_parsers(sub, common)
     return parser
 
 
@@ -286,6 +290,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(cmd_status(args))
         if args.command == "trust":
             return asyncio.run(cmd_trust(args))
+        if args.command == "tail":
+            from console import cli_tail
+
+            return cli_tail.run(args)
         from console import cli_flags
 
         if args.command in cli_flags.COMMANDS:
