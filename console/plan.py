@@ -181,3 +181,11 @@ async def check_arguments(session: HostSession, plan: Plan) -> list[str]:
             flag=names[0] if names else None,
         )
     return wanted
+
+
+async def prepare(session: HostSession, changes: Mapping[str, FlagValue]) -> Plan:
+    """The plan for `changes`, checked against the build when the profile asks for it."""
+    plan = await read_plan(session, changes)
+    if plan.changed and session.profile.service.check_flags:
+        await check_arguments(session, plan)
+    return plan
