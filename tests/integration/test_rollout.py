@@ -255,3 +255,26 @@ async def test_bad_values_are_refused_before_any_io(profiles: list[Profile]) -> 
         "budget": 16,
         "cuda_graph": False,
     }
+
+
+async def test_a_dropped_link_while_waiting_is_ridden_out(
+    sim: SimFleet, profiles: list[Profile]
+) -> None:
+    session = await connect(profiles[0])
+    host = sim.hosts[profiles[0].name]
+    dropped: list[RolloutEvent] = []
+
+    def drop_once(event: RolloutEvent) -> None:
+        if isinstance(event, RolloutProgress) and event.state == "waiting" and not dropped:
+            dropped.append(event)
+            host.abort_connections()
+
+    try:
+        changes = parse_assignments(session.profile, ["budget=16", "cuda_graph=off"])
+        plan = await read_plan(session, changes)
+        result = await Rollout(session, plan, on_event=drop_once, options=QUICK).run()
+        assert dropped, "the link was never dropped"
+        assert result.outcome is RolloutOutcome.APPLIED, result.reason
+        assert result.accept_len is not None and 5.3 <= result.accept_len <= 6.4
+    finally:
+        await session.close()
