@@ -331,10 +331,8 @@ class HostSession:
             duration = time.monotonic() - started
             self._on_command(CommandRecord(self.name, shell, returncode, duration, time.time()))
 
-    async def run(
-        self, command: Command, *, timeout: float | None = 60.0, check: bool = True
-    ) -> Result:
-        """Run one command to completion. A dropped link raises, never "succeeds"."""
+    async def _spawn(self, command: Command) -> tuple[str, float, asyncssh.SSHClientProcess[str]]:
+        """Open a channel for `command`: (the exact shell string, start time, process)."""
         conn = self._require()
         shell = command.shell(self.profile.ssh.sudo)
         started = time.monotonic()
@@ -343,6 +341,13 @@ class HostSession:
         except (OSError, asyncssh.Error) as exc:
             self._audit(shell, None, started)
             raise Disconnected(self.name, f"`{shell}`: {_describe(exc)}") from exc
+        return shell, started, proc
+
+    async def run(
+        self, command: Command, *, timeout: float | None = 60.0, check: bool = True
+    ) -> Result:
+        """Run one command to completion. A dropped link raises, never "succeeds"."""
+        shell, started, proc = await self._spawn(command)
         try:
             if command.stdin is not None:
                 proc.stdin.write(command.stdin)
@@ -378,14 +383,7 @@ class HostSession:
         disconnect is a torn write and is dropped. Ends normally when the command exits 0;
         raises `Disconnected` when the link drops and `CommandFailed` on a non-zero exit.
         """
-        conn = self._require()
-        shell = command.shell(self.profile.ssh.sudo)
-        started = time.monotonic()
-        try:
-            proc = await conn.create_process(shell, encoding="utf-8", errors="replace")
-        except (OSError, asyncssh.Error) as exc:
-            self._audit(shell, None, started)
-            raise Disconnected(self.name, f"`{shell}`: {_describe(exc)}") from exc
+        shell, started, proc = await self._spawn(command)
         returncode: int | None = None
         try:
             proc.stdin.write_eof()
