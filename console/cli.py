@@ -258,6 +258,10 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("hosts", nargs="*", metavar="HOST")
     status.add_argument("--json", action="store_true", help="one JSON object per host")
 
+    from console import cli_snapshot  # imports this module: loaded once this one is complete
+
+    cli_snapshot.add_parsers(sub, common)
+
     trust = sub.add_parser("trust", parents=[common], help="enrol a host's key (shown first)")
     trust.add_argument("host", metavar="HOST")
     trust.add_argument("--yes", action="store_true", help="do not ask")
@@ -286,6 +290,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not 1 <= args.hosts <= 64:
                 raise UsageError(f"--hosts {args.hosts}: must be between 1 and 64")
             return run_demo(args)
+        if args.command in ("snapshot", "verify"):
+            from console import cli_snapshot
+
+            return cli_snapshot.run(args)
         if args.command == "status":
             return asyncio.run(cmd_status(args))
         if args.command == "trust":

@@ -148,9 +148,18 @@ def journal_read(
     since: str | None = None,
     after_cursor: str | None = None,
     invocation: str | None = None,
+    fields: Sequence[str] | None = None,
 ) -> Command:
-    """A one-shot read (no follow): history for `tail -n`, excerpts for snapshots."""
+    """A one-shot read (no follow): history for `tail -n`, excerpts for snapshots.
+
+    `fields` limits the JSON to those fields (journalctl always adds the cursor and times).
+    """
     argv = ["journalctl", "-u", _unit(unit), "-o", "json", "-q", "-a", "--no-pager"]
+    if fields is not None:
+        for name in fields:
+            if not re.fullmatch(r"[A-Z0-9_]+", name):
+                raise UnsafeArgument(f"journal field {name!r} is not a field name")
+        argv.append(f"--output-fields={','.join(fields)}")
     if since is not None:
         argv.append(f"--since={_clean(since, 'since')}")
     if after_cursor is not None:

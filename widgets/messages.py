@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from console.events import HostStateChanged, JournalBatch, ServiceStatus
+from console.events import HostStateChanged, JournalBatch, ServiceStatus, SnapshotProgress
+from console.snapshot import SnapshotReport
 
 
 class HostStateUpdated(Message):
@@ -23,3 +24,21 @@ class JournalReceived(Message):
     def __init__(self, event: JournalBatch) -> None:
         super().__init__()
         self.event = event
+
+
+class SnapshotProgressed(Message):
+    def __init__(self, event: SnapshotProgress) -> None:
+        super().__init__()
+        self.event = event
+
+    def can_replace(self, message: Message) -> bool:
+        # Only the newest state of a host matters; a burst of byte counts collapses to one.
+        return isinstance(message, SnapshotProgressed) and message.event.host == self.event.host
+
+
+class SnapshotFinished(Message):
+    def __init__(self, report: SnapshotReport | None, error: str | None = None) -> None:
+        super().__init__()
+        self.report = report
+        self.error = error
+        """Set when the snapshot itself broke (the report is then None)."""

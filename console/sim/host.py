@@ -21,6 +21,7 @@ from typing import Any
 
 import asyncssh
 
+from console.manifest import format_line
 from console.sim import journal as jq
 from console.sim import load
 from console.sim.http import serve_http
@@ -88,6 +89,25 @@ class _Server(asyncssh.SSHServer):
         return handle
 
 
+class _SFTP(asyncssh.SFTPServer):
+    """The host's files over SFTP (chrooted), with the connection-kill fault of `SimHost`."""
+
+    def __init__(self, chan: asyncssh.SSHServerChannel[bytes], host: SimHost) -> None:
+        super().__init__(chan, chroot=bytes(host.root))
+        self._host = host
+        host.sftp_sessions += 1
+
+    def read(self, file_obj: object, offset: int, size: int) -> bytes:
+        data: bytes = super().read(file_obj, offset, size)  # type: ignore[assignment]
+        host = self._host
+        if host.sftp_abort_after is not None:
+            host.sftp_abort_after -= len(data)
+            if host.sftp_abort_after <= 0:
+                host.sftp_abort_after = None
+                self.connection.abort()  # the link dies mid-transfer
+        return data
+
+
 class SimHost:
     """A simulated host; `start()` listens on 127.0.0.1 and returns the port."""
 
@@ -118,6 +138,10 @@ class SimHost:
         """SSH ports of other simulated hosts this one may forward to (ProxyJump)."""
         self.commands: list[str] = []
         """Every command received, as sent (the audit of what the console ran)."""
+        self.sftp_sessions = 0
+        """SFTP sessions opened so far (commands above do not show them)."""
+        self.sftp_abort_after: int | None = None
+        """Pending fault: abort the connection once SFTP has served this many more bytes."""
         self.port = 0
         self._acceptor: asyncssh.SSHAcceptor | None = None
         bench = root / "root" / "bench_results_opt"
@@ -140,7 +164,7 @@ class SimHost:
             ),
             server_factory=lambda: _Server(self),
             process_factory=self._process,
-            sftp_factory=lambda chan: asyncssh.SFTPServer(chan, chroot=bytes(self.root)),
+            sftp_factory=lambda chan: _SFTP(chan, self),
             allow_scp=False,
             encoding="utf-8",
             errors="replace",
@@ -349,7 +373,7 @@ async def _sha256sum(
             process.stderr.write(f"sha256sum: {path}: No such file or directory\n")
             status = 1
             continue
-        process.stdout.write(f"{digest}  {path}\n")
+        process.stdout.write(format_line(digest, path))  # escaped as coreutils does
     return status
 
 
