@@ -16,8 +16,11 @@ from console.cli import build_parser
 from console.cli_snapshot import cmd_snapshot, cmd_verify
 from console.flags import effective_service, render_execstart
 from console.manifest import MANIFEST_NAME
+from console.profiles import Profile
 from console.sim.fleet import SimFleet
 from console.sim.host import SimHost
+from console.ssh import HostSession
+from console.transfer import TransferError, fetch
 
 UNIT = "sglang-k26-ddtree.service"
 BENCH = "root/bench_results_opt"
@@ -296,3 +299,53 @@ async def test_verify_lists_mismatched_missing_and_unlisted_files(
     assert cmd_verify(verify) == 1
     assert "no manifest to verify against" in capsys.readouterr().err
     assert cmd_verify(build_parser().parse_args(["verify", str(tmp_path / "nope")])) == 2
+
+
+async def test_a_file_that_changed_after_hashing_is_hashed_and_fetched_again(
+    sim: SimFleet, profiles: list[Profile], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = HostSession(profiles[0])
+    session.start()
+    assert await session.wait_connected(10)
+    source = "/root/bench_results_opt/ddtree_b8_graph.json"
+    content = sim.hosts["b300"].local(source).read_bytes()
+    stale = hashlib.sha256(b"what the file held when sha256sum ran").hexdigest()
+    fetched: list[int] = []
+    try:
+        async with session.sftp() as sftp:
+            placed = await fetch(
+                session,
+                sftp,
+                source,
+                tmp_path / "d",
+                "x.json",
+                digest=stale,
+                size=len(content),
+                mtime=None,
+                progress=fetched.append,
+                package=tmp_path,
+            )
+            assert placed.path.read_bytes() == content
+            assert placed.sha256 == hashlib.sha256(content).hexdigest()
+            assert sum(fetched) == 2 * len(content)  # read twice: once refused, once kept
+
+            async def always_other(*args: object) -> dict[str, str]:
+                return {source: "0" * 64}
+
+            monkeypatch.setattr("console.transfer.remote_hashes", always_other)
+            with pytest.raises(TransferError, match="the file keeps changing"):
+                await fetch(
+                    session,
+                    sftp,
+                    source,
+                    tmp_path / "d",
+                    "y.json",
+                    digest=stale,
+                    size=len(content),
+                    mtime=None,
+                    progress=fetched.append,
+                    package=tmp_path,
+                )
+        assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["x.json"]
+    finally:
+        await session.close()
