@@ -6,27 +6,58 @@ runs over real hosts, the demo's simulated fleet, and the tests' in-process host
 
 from __future__ import annotations
 
+import time
+from collections import deque
+from typing import TypeVar
+
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Footer, Header
+from textual.containers import Horizontal
+from textual.widget import Widget
+from textual.widgets import DataTable, Footer, Header, Input
 
-from console.events import Event, HostStateChanged, JournalBatch, ServiceStatus, SnapshotProgress
+from console.events import (
+    CrashDetected,
+    Event,
+    HostStateChanged,
+    InvocationChanged,
+    JournalBatch,
+    MetricsUpdated,
+    ServiceReady,
+    ServiceStatus,
+    SnapshotProgress,
+)
 from console.fleet import Fleet
+from console.journal import LineFilter
 from console.package import Job, SnapshotError, plan
 from console.snapshot import run_snapshot
+from widgets.accept_chart import AcceptChart
+from widgets.alerts import AlertsScreen, alert_text
 from widgets.host_table import HostTable
-from widgets.journal_view import JournalView
+from widgets.journal_view import JournalView, PromptInput
 from widgets.messages import (
+    CrashReceived,
     HostStateUpdated,
     JournalReceived,
+    MetricsReceived,
+    RunChanged,
     ServiceStatusUpdated,
     SnapshotFinished,
     SnapshotProgressed,
 )
 from widgets.snapshot_panel import SnapshotPanel
+from widgets.stats_panel import StatsPanel
+
+W = TypeVar("W", bound=Widget)
 
 FLUSH_INTERVAL_S = 0.05
+STATS_INTERVAL_S = 1.0
+"""The stats windows slide with time even when no line arrives."""
+METRICS_INTERVAL_S = 0.25
+"""How often new numbers are drawn (chart, host table, stats): at most 4 layouts a second."""
+ALERTS_KEPT = 200
+ALERT_TIMEOUT_S = 30.0
 
 
 class SpecopsApp(App[int]):
@@ -39,6 +70,15 @@ class SpecopsApp(App[int]):
         Binding("s", "snapshot_host", "Snapshot", id="snapshot-host"),
         Binding("S", "snapshot_all", "Snapshot all", id="snapshot-all"),
         Binding("escape", "hide_snapshot", "Hide snapshot", id="snapshot-hide", show=False),
+        Binding("a", "toggle_all_lines", "All lines", id="all-lines"),
+        Binding("e", "edit_filter", "Filter", id="filter-edit"),
+        Binding("slash", "search", "Search", id="search-journal", key_display="/"),
+        Binding("n", "search_next(True)", "Older match", id="search-next", show=False),
+        Binding("N", "search_next(False)", "Newer match", id="search-previous", show=False),
+        Binding("m", "toggle_merged", "Merged", id="merged-journal"),
+        Binding("p", "toggle_pause", "Pause", id="pause-tail"),
+        Binding("G,end", "resume_tail", "Resume tail", id="resume-tail", show=False),
+        Binding("A", "show_alerts", "Alerts", id="alerts-list"),
         *[
             Binding(str(i), f"select_index({i})", f"Host {i}", id=f"host-{i}", show=False)
             for i in range(1, 10)
@@ -52,11 +92,21 @@ class SpecopsApp(App[int]):
         self.host_names = list(fleet.profiles)
         buffer = max((p.journal.buffer_lines for p in fleet.profiles.values()), default=5000)
         self._buffer_lines = buffer
+        self.crashes: deque[CrashDetected] = deque(maxlen=ALERTS_KEPT)
+        """Every crash alert since start, for the alerts list (`A`)."""
+        self._notified: dict[tuple[str, str], float] = {}
+        self._metrics_due: dict[str, MetricsUpdated] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield HostTable(self.host_names, id="hosts")
-        yield JournalView(self._buffer_lines, id="journal")
+        with Horizontal(id="monitor"):
+            yield AcceptChart(self.host_names, id="chart")
+            yield StatsPanel(id="stats")
+        filters = {n: LineFilter(p.journal.patterns) for n, p in self.fleet.profiles.items()}
+        yield JournalView(self._buffer_lines, filters, id="journal")
+        yield PromptInput(placeholder="filter regex (empty: the profiles' patterns)", id="filter")
+        yield PromptInput(placeholder="search the journal view", id="search")
         yield SnapshotPanel(id="snapshot")
         yield Footer()
 
@@ -67,7 +117,11 @@ class SpecopsApp(App[int]):
         self.fleet.start()
         if self.host_names:
             self.query_one(JournalView).show_host(self.host_names[0])
+            self._show_stats()
         self.set_interval(FLUSH_INTERVAL_S, self._flush_journal)
+        self.set_interval(STATS_INTERVAL_S, self._show_stats)
+        self.set_interval(METRICS_INTERVAL_S, self._draw_metrics)
+        self.query_one(JournalView).focus()
 
     async def on_unmount(self) -> None:
         await self.fleet.stop()
@@ -79,37 +133,181 @@ class SpecopsApp(App[int]):
             self.post_message(ServiceStatusUpdated(event))
         elif isinstance(event, JournalBatch):
             self.post_message(JournalReceived(event))
+        elif isinstance(event, MetricsUpdated):
+            self.post_message(MetricsReceived(event))
+        elif isinstance(event, CrashDetected):
+            self.post_message(CrashReceived(event))
+        elif isinstance(event, InvocationChanged | ServiceReady):
+            self.post_message(RunChanged(event))
 
     def _flush_journal(self) -> None:
-        for view in self.query(JournalView):  # none while the app is shutting down
+        if view := self.main(JournalView):  # also behind a modal; none once shutting down
             view.flush()
+
+    def main(self, kind: type[W], selector: str | None = None) -> W | None:
+        """A widget of the main screen, whatever is on top of it; None once it is gone.
+
+        `query_one` searches the active screen: with a modal open (alerts, flags, help) or
+        the app shutting down, every engine event would otherwise raise `NoMatches`.
+        """
+        if not self.screen_stack:
+            return None
+        for widget in self.screen_stack[0].query(selector or kind):
+            if isinstance(widget, kind):
+                return widget
+        return None
 
     @on(HostStateUpdated)
     def _host_state(self, message: HostStateUpdated) -> None:
-        self.query_one(HostTable).set_state(message.event.state)
+        if table := self.main(HostTable):
+            table.set_state(message.event.state)
 
     @on(ServiceStatusUpdated)
     def _service_status(self, message: ServiceStatusUpdated) -> None:
-        self.query_one(HostTable).set_status(message.event)
+        if table := self.main(HostTable):
+            table.set_status(message.event)
 
     @on(JournalReceived)
     def _journal(self, message: JournalReceived) -> None:
-        batch = message.event
-        self.query_one(JournalView).add(batch.host, (e.message for e in batch.entries))
+        if view := self.main(JournalView):
+            view.add(message.event.host, message.event.entries)
 
     @on(DataTable.RowHighlighted, "#hosts")
     def _row_highlighted(self, message: DataTable.RowHighlighted) -> None:
-        if message.row_key.value is not None:
-            self.query_one(JournalView).show_host(str(message.row_key.value))
+        view = self.main(JournalView)
+        if message.row_key.value is not None and view is not None:
+            view.show_host(str(message.row_key.value))
+            self._show_stats()
 
     def action_select_index(self, index: int) -> None:
-        if 1 <= index <= len(self.host_names):
-            self.query_one(HostTable).move_cursor(row=index - 1)
+        table = self.main(HostTable)
+        if table is not None and 1 <= index <= len(self.host_names):
+            table.move_cursor(row=index - 1)
 
     def action_next_host(self) -> None:
-        table = self.query_one(HostTable)
-        if self.host_names:
+        table = self.main(HostTable)
+        if table is not None and self.host_names:
             table.move_cursor(row=(table.cursor_row + 1) % len(self.host_names))
+
+    # --- live monitoring -----------------------------------------------------------------
+
+    @property
+    def selected_host(self) -> str | None:
+        table = self.main(HostTable)
+        if table is None or not self.host_names:
+            return None
+        return self.host_names[table.cursor_row]
+
+    def _show_stats(self) -> None:
+        host = self.selected_host
+        panel, chart = self.main(StatsPanel), self.main(AcceptChart)
+        if host is None or panel is None or chart is None:
+            return
+        monitor = self.fleet.monitors[host]
+        panel.show(host, {n: monitor.summary(n) for n in ("accept_len", "gen_throughput")})
+        chart.select(host)
+
+    @on(MetricsReceived)
+    def _metrics(self, message: MetricsReceived) -> None:
+        # Drawn on the next tick: a fast host must not turn every line into a layout pass.
+        self._metrics_due[message.event.host] = message.event
+
+    def _draw_metrics(self) -> None:
+        chart, table = self.main(AcceptChart), self.main(HostTable)
+        if not self._metrics_due or chart is None or table is None:
+            return
+        due, self._metrics_due = self._metrics_due, {}
+        for host, event in due.items():
+            chart.update_host(host, self.fleet.monitors[host].recent("accept_len"))
+            values = event.values
+            table.set_metrics(
+                host, values.get("accept_len"), values.get("gen_throughput"), event.graph
+            )
+        if self.selected_host in due:
+            self._show_stats()
+
+    @on(CrashReceived)
+    def _crash(self, message: CrashReceived) -> None:
+        crash = message.event
+        self.crashes.append(crash)
+        if table := self.main(HostTable):
+            table.set_crashed(crash.host, True)
+        key = (crash.host, crash.signature)
+        now = time.monotonic()
+        # A crash loop (systemd restarting into the same crash) notifies once per timeout;
+        # every run is still in the alerts list.
+        if crash.live and now - self._notified.get(key, -ALERT_TIMEOUT_S) >= ALERT_TIMEOUT_S:
+            self._notified[key] = now
+            title = f"crash on {crash.host}"
+            text = alert_text(crash)
+            self.notify(text, title=title, severity="error", timeout=ALERT_TIMEOUT_S, markup=False)
+
+    @on(RunChanged)
+    def _run_changed(self, message: RunChanged) -> None:
+        event = message.event
+        table, chart = self.main(HostTable), self.main(AcceptChart)
+        if table is None or chart is None:
+            return
+        if isinstance(event, InvocationChanged):
+            table.new_run(event.host)
+            chart.update_host(event.host, self.fleet.monitors[event.host].recent("accept_len"))
+            return
+        last = next((c for c in reversed(self.crashes) if c.host == event.host), None)
+        if last is not None and last.invocation != event.invocation:
+            table.set_crashed(event.host, False)  # a later run came up: healthy again
+
+    def action_toggle_all_lines(self) -> None:
+        if view := self.main(JournalView):
+            view.toggle_all()
+
+    def action_toggle_merged(self) -> None:
+        if view := self.main(JournalView):
+            view.toggle_merged()
+
+    def action_toggle_pause(self) -> None:
+        if view := self.main(JournalView):
+            view.toggle_pause()
+
+    def action_resume_tail(self) -> None:
+        if view := self.main(JournalView):
+            view.resume()
+
+    def action_edit_filter(self) -> None:
+        view, prompt = self.main(JournalView), self.main(PromptInput, "#filter")
+        if view is not None and prompt is not None and self.screen is self.screen_stack[0]:
+            prompt.open(view.filter_text)
+
+    def action_search(self) -> None:
+        view, prompt = self.main(JournalView), self.main(PromptInput, "#search")
+        if view is not None and prompt is not None and self.screen is self.screen_stack[0]:
+            prompt.open(view.search_term or "")
+
+    def action_search_next(self, older: bool) -> None:
+        if view := self.main(JournalView):
+            view.search_next(older)
+
+    def action_show_alerts(self) -> None:
+        if not isinstance(self.screen, AlertsScreen):
+            self.push_screen(AlertsScreen(self.crashes))
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, message: Input.Submitted) -> None:
+        view, prompt = self.main(JournalView), self.main(PromptInput, "#filter")
+        if view is None or prompt is None:
+            return
+        try:
+            view.set_custom_filter(message.value)
+        except ValueError as exc:
+            self.notify(str(exc), title="filter", severity="error", markup=False)
+            return
+        prompt.action_close()
+
+    @on(Input.Submitted, "#search")
+    def _search_submitted(self, message: Input.Submitted) -> None:
+        view, prompt = self.main(JournalView), self.main(PromptInput, "#search")
+        if view is not None and prompt is not None:
+            view.search(message.value)
+            prompt.action_close()
 
     # --- snapshot ------------------------------------------------------------------------
 

@@ -30,6 +30,10 @@ class HostRow:
     status: ServiceStatus | None = None
     accept_len: float | None = None
     throughput: float | None = None
+    graph: bool | None = None
+    """CUDA-graph state of the newest decode batch (None: no decode line yet this run)."""
+    crashed: bool = False
+    """A crash signature was seen and no later run has logged ready yet."""
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -44,8 +48,11 @@ def _flag(value: FlagValue) -> str:
 class HostTable(DataTable[Text | str]):
     """Hosts in profile order; `1`–`9` in the app select them."""
 
+    COMPONENT_CLASSES = {"host-table--crashed"}
     DEFAULT_CSS = """
     HostTable { height: auto; max-height: 12; }
+    HostTable > .host-table--crashed { color: $error; text-style: bold; }
+    HostTable.-crashed { border: round $error; }
     """
 
     def __init__(self, names: list[str], **kwargs: object) -> None:
@@ -75,18 +82,24 @@ class HostTable(DataTable[Text | str]):
             unit = Text(f"{status.active_state}/{status.sub_state}", style=style)
         accept = f"{row.accept_len:.2f}" if row.accept_len is not None else "-"
         tps = f"{row.throughput:.0f}" if row.throughput is not None else "-"
-        return [
+        # What the server did beats what the flags asked for (graphs can silently fall back).
+        graph = row.graph if row.graph is not None else flags.get("cuda_graph")
+        cells: list[Text | str] = [
             str(row.index),
             row.name,
             conn,
             unit,
             _flag(flags.get("budget")),
             _flag(flags.get("topk")),
-            _flag(flags.get("cuda_graph")),
+            _flag(graph),
             _flag(flags.get("nvls")),
             accept,
             tps,
         ]
+        if row.crashed:
+            alarm = self.get_component_rich_style("host-table--crashed", partial=True)
+            cells = [Text(c.plain if isinstance(c, Text) else c, style=alarm) for c in cells]
+        return cells
 
     def refresh_host(self, name: str) -> None:
         row = self.rows_by_name[name]
@@ -101,8 +114,26 @@ class HostTable(DataTable[Text | str]):
         self.rows_by_name[status.host].status = status
         self.refresh_host(status.host)
 
-    def set_metrics(self, name: str, accept_len: float | None, throughput: float | None) -> None:
+    def set_metrics(
+        self,
+        name: str,
+        accept_len: float | None,
+        throughput: float | None,
+        graph: bool | None = None,
+    ) -> None:
         row = self.rows_by_name[name]
         row.accept_len = accept_len if accept_len is not None else row.accept_len
         row.throughput = throughput if throughput is not None else row.throughput
+        row.graph = graph if graph is not None else row.graph
         self.refresh_host(name)
+
+    def new_run(self, name: str) -> None:
+        """The service restarted: the live numbers belong to the previous run."""
+        row = self.rows_by_name[name]
+        row.accept_len = row.throughput = row.graph = None
+        self.refresh_host(name)
+
+    def set_crashed(self, name: str, crashed: bool) -> None:
+        self.rows_by_name[name].crashed = crashed
+        self.refresh_host(name)
+        self.set_class(any(r.crashed for r in self.rows_by_name.values()), "-crashed")

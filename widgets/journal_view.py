@@ -1,13 +1,30 @@
-"""The selected host's live journal: a bounded `Log`, written in batches, never per line."""
+"""The live journal: one host or all hosts merged, filtered, pausable, searchable.
+
+A `Log` (not `RichLog`: it renders only visible lines and keeps plain strings) written in
+batches on the app's flush timer, never per line. Every host keeps its own ring buffer of
+records, so switching hosts, toggling the filter or merging re-renders from memory without
+asking a host again. Scrolling up pauses the tail: new lines are counted, not written (the
+view would otherwise shift under the reader as old lines are pruned), and scrolling back to
+the end, `G`/`end` or `p` resumes. Search highlights every occurrence and jumps between them.
+"""
 
 from __future__ import annotations
 
+import re
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from textual.widgets import Log
+from rich.highlighter import Highlighter
+from rich.style import Style
+from rich.text import Text
+from textual.binding import Binding
+from textual.widgets import Input, Log
+
+from console.journal import JournalEntry, LineFilter
 
 MAX_LINE = 2000
+"""Characters shown of one line (the rest is cut with an ellipsis)."""
+SHOW_ALL = LineFilter()
 
 
 def display_line(message: str) -> str:
@@ -19,36 +36,260 @@ def display_line(message: str) -> str:
     return message
 
 
-class JournalView(Log):
-    """Shows one host at a time; each host's lines are kept in its own ring buffer."""
+class _MatchHighlighter(Highlighter):
+    """Marks every occurrence of the search term (smart case, like less and journalctl)."""
 
+    def __init__(self, term: str, style: Style) -> None:
+        self.term = term
+        self.style = style
+        self.case_sensitive = term != term.lower()
+
+    def highlight(self, text: Text) -> None:
+        text.highlight_words([self.term], self.style, case_sensitive=self.case_sensitive)
+
+
+class PromptInput(Input):
+    """A one-line prompt under the journal (filter, search); `escape` puts it away."""
+
+    BINDINGS = [Binding("escape", "close", "Close", id="prompt-close", show=False)]
     DEFAULT_CSS = """
-    JournalView { border: round $primary-background; height: 1fr; }
+    PromptInput { dock: bottom; display: none; }
+    PromptInput.-open { display: block; }
     """
 
-    def __init__(self, buffer_lines: int = 5000, **kwargs: object) -> None:
+    def open(self, value: str = "") -> None:
+        self.value = value
+        self.cursor_position = len(value)
+        self.add_class("-open")
+        self.focus()
+
+    def action_close(self) -> None:
+        self.remove_class("-open")
+        self.screen.query_one(JournalView).focus()
+
+
+class JournalView(Log):
+    """Shows one host (or all, merged); each host's records are kept in its own ring buffer."""
+
+    COMPONENT_CLASSES = {"journal-view--match"}
+    DEFAULT_CSS = """
+    JournalView { border: round $primary-background; height: 1fr; }
+    JournalView.-paused { border: round $warning; }
+    JournalView > .journal-view--match { background: $warning 60%; color: $text; }
+    """
+
+    def __init__(
+        self,
+        buffer_lines: int = 5000,
+        filters: Mapping[str, LineFilter] | None = None,
+        **kwargs: object,
+    ) -> None:
         super().__init__(max_lines=buffer_lines, highlight=False, auto_scroll=True, **kwargs)  # type: ignore[arg-type]
         self.buffer_lines = buffer_lines
-        self.buffers: dict[str, deque[str]] = {}
+        self.filters = dict(filters or {})
+        """Each host's default filter (its profile's patterns)."""
+        self.records: dict[str, deque[JournalEntry]] = {}
+        self.merged_records: deque[tuple[str, JournalEntry]] = deque(maxlen=buffer_lines)
         self.host: str | None = None
+        self.merged = False
+        self.show_all = False
+        self.custom_filter: LineFilter | None = None
+        """A filter typed by the operator (`e`), replacing every host's default."""
+        self.user_paused = False
+        self.pending_lines = 0
+        """Lines that arrived while paused (the newest `buffer_lines` of them are kept)."""
+        self.search_term: str | None = None
+        self.search_matches: list[int] = []
+        self.search_index = -1
         self._pending: list[str] = []
+        self._fresh = 0
+        """Lines added to `_pending` since the last flush."""
+        self._host_width = 0
 
-    def add(self, host: str, lines: Iterable[str]) -> None:
-        buffer = self.buffers.setdefault(host, deque(maxlen=self.buffer_lines))
-        shown = [display_line(line) for line in lines]
-        buffer.extend(shown)
-        if host == self.host:
-            self._pending.extend(shown)
+    # --- what to show ------------------------------------------------------------------
+
+    def filter_for(self, host: str) -> LineFilter:
+        if self.show_all:
+            return SHOW_ALL
+        if self.custom_filter is not None:
+            return self.custom_filter
+        return self.filters.get(host, SHOW_ALL)
+
+    def _render_record(self, host: str, record: JournalEntry) -> list[str]:
+        lines = [display_line(line) for line in self.filter_for(host).visible(record)]
+        if self.merged:
+            prefix = f"{host:<{self._host_width}} │ "
+            lines = [prefix + line for line in lines]
+        return lines
+
+    def _shown(self) -> Iterable[tuple[str, JournalEntry]]:
+        if self.merged:
+            return self.merged_records
+        if self.host is None:
+            return ()
+        return ((self.host, record) for record in self.records.get(self.host, ()))
+
+    @property
+    def paused(self) -> bool:
+        return self.user_paused or not self.is_vertical_scroll_end
+
+    # --- data in -----------------------------------------------------------------------
+
+    def add(self, host: str, records: Iterable[JournalEntry]) -> None:
+        """Keep a delivered batch; lines for the current view wait for the next `flush`."""
+        buffer = self.records.get(host)
+        if buffer is None:
+            buffer = self.records[host] = deque(maxlen=self.buffer_lines)
+            self._host_width = max(self._host_width, len(host))
+        visible = self.merged or host == self.host
+        for record in records:
+            buffer.append(record)
+            self.merged_records.append((host, record))
+            if visible:
+                lines = self._render_record(host, record)
+                self._pending.extend(lines)
+                self._fresh += len(lines)
+        if len(self._pending) > 2 * self.buffer_lines:
+            self._pending = self._pending[-self.buffer_lines :]
 
     def flush(self) -> None:
         """Called on a timer: one write for everything that arrived since the last frame."""
-        if self._pending:
-            pending, self._pending = self._pending[-self.buffer_lines :], []
-            self.write_lines(pending)
+        if not self._pending:
+            return
+        if self.paused:
+            self.pending_lines += self._fresh
+            self._fresh = 0
+            self._pending = self._pending[-self.buffer_lines :]
+            self._update_subtitle()
+            return
+        self._fresh = 0
+        pending, self._pending = self._pending[-self.buffer_lines :], []
+        self.write_lines(pending)
+        if self.pending_lines:
+            self.pending_lines = 0
+            self._update_subtitle()
+        if self.search_term is not None:
+            self._find_matches()
+
+    def rerender(self) -> None:
+        """Draw the current view again from the buffers (host, filter or mode changed)."""
+        lines: list[str] = []
+        for host, record in self._shown():
+            lines.extend(self._render_record(host, record))
+        self._pending = []
+        self._fresh = self.pending_lines = 0
+        self.user_paused = False
+        self.clear()
+        self.write_lines(lines[-self.buffer_lines :], scroll_end=True)
+        self.scroll_end(animate=False, immediate=True)
+        self._find_matches()
+        self._update_subtitle()
+
+    # --- operator actions --------------------------------------------------------------
 
     def show_host(self, host: str) -> None:
         self.host = host
-        self._pending.clear()
-        self.clear()
-        self.border_title = f"journal · {host}"
-        self.write_lines(list(self.buffers.get(host, ())))
+        if not self.merged:
+            self.rerender()
+
+    def toggle_merged(self) -> None:
+        self.merged = not self.merged
+        self.rerender()
+
+    def toggle_all(self) -> None:
+        self.show_all = not self.show_all
+        self.rerender()
+
+    def set_custom_filter(self, pattern: str) -> None:
+        """An operator's regex for every host; empty goes back to the profiles' patterns.
+
+        Raises ValueError (naming the pattern) when it does not compile.
+        """
+        self.custom_filter = LineFilter([pattern]) if pattern.strip() else None
+        self.show_all = False
+        self.rerender()
+
+    @property
+    def filter_text(self) -> str:
+        """The filter as one editable regex (the patterns joined: any of them matches)."""
+        if self.custom_filter is not None:
+            return "|".join(self.custom_filter.patterns)
+        return "|".join(self.filter_for(self.host or "").patterns)
+
+    def toggle_pause(self) -> None:
+        if self.paused:
+            self.resume()
+        else:
+            self.user_paused = True
+            self._update_subtitle()
+
+    def resume(self) -> None:
+        """Back to the tail: write what arrived meanwhile and follow again."""
+        self.user_paused = False
+        self.scroll_end(animate=False, immediate=True)
+        self.flush()
+        self.pending_lines = 0
+        self._update_subtitle()
+
+    def action_scroll_end(self) -> None:
+        self.resume()
+
+    def search(self, term: str) -> None:
+        """Highlight `term` and jump to its newest occurrence; empty ends the search."""
+        self.search_term = term or None
+        if self.search_term is None:
+            self.highlight = False
+            self.search_matches, self.search_index = [], -1
+        else:
+            style = self.get_component_rich_style("journal-view--match")
+            self.highlighter = _MatchHighlighter(self.search_term, style)
+            self.highlight = True
+            self._find_matches()
+            if self.search_matches:
+                self.search_index = len(self.search_matches) - 1
+                self._show_match()
+        self.refresh()
+        self._update_subtitle()
+
+    def search_next(self, older: bool = True) -> None:
+        """The next match up (older) or down (newer), wrapping around."""
+        if not self.search_matches:
+            return
+        step = -1 if older else 1
+        self.search_index = (self.search_index + step) % len(self.search_matches)
+        self._show_match()
+        self._update_subtitle()
+
+    def _find_matches(self) -> None:
+        term = self.search_term
+        if term is None:
+            return
+        flags = 0 if term != term.lower() else re.IGNORECASE
+        needle = re.compile(re.escape(term), flags)
+        self.search_matches = [i for i, line in enumerate(self.lines) if needle.search(line)]
+        if self.search_index >= len(self.search_matches):
+            self.search_index = len(self.search_matches) - 1
+
+    def _show_match(self) -> None:
+        line = self.search_matches[self.search_index]
+        self.scroll_to(y=max(0, line - self.size.height // 2), animate=False, immediate=True)
+        if not self.is_vertical_scroll_end:
+            self.user_paused = True  # reading a match: the tail must not move it away
+
+    def _update_subtitle(self) -> None:
+        if self.show_all:
+            what = "all lines"
+        elif self.custom_filter is not None:
+            what = f"filter: {self.filter_text}"
+        else:
+            what = "profile patterns"
+        parts = [what]
+        if self.search_term is not None:
+            found = len(self.search_matches)
+            at = f"{self.search_index + 1}/{found}" if found else "no match"
+            parts.append(f"search {self.search_term!r}: {at}")
+        if self.paused:
+            parts.append(f"paused · {self.pending_lines} new lines · G resumes")
+        self.border_subtitle = " · ".join(parts)
+        self.border_title = "journal · " + ("all hosts" if self.merged else (self.host or "-"))
+        self.set_class(self.paused, "-paused")

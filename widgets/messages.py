@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from console.events import HostStateChanged, JournalBatch, ServiceStatus, SnapshotProgress
+from console.events import (
+    CrashDetected,
+    HostStateChanged,
+    InvocationChanged,
+    JournalBatch,
+    MetricsUpdated,
+    ServiceReady,
+    ServiceStatus,
+    SnapshotProgress,
+)
 from console.snapshot import SnapshotReport
 
 
@@ -22,6 +31,30 @@ class ServiceStatusUpdated(Message):
 
 class JournalReceived(Message):
     def __init__(self, event: JournalBatch) -> None:
+        super().__init__()
+        self.event = event
+
+
+class MetricsReceived(Message):
+    def __init__(self, event: MetricsUpdated) -> None:
+        super().__init__()
+        self.event = event
+
+    def can_replace(self, message: Message) -> bool:
+        # The views read the engine's series: only the newest update of a host matters.
+        return isinstance(message, MetricsReceived) and message.event.host == self.event.host
+
+
+class CrashReceived(Message):
+    def __init__(self, event: CrashDetected) -> None:
+        super().__init__()
+        self.event = event
+
+
+class RunChanged(Message):
+    """The service restarted or logged its ready marker."""
+
+    def __init__(self, event: InvocationChanged | ServiceReady) -> None:
         super().__init__()
         self.event = event
 

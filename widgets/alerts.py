@@ -1,0 +1,74 @@
+"""`A`: every crash seen since the console started, newest first, with the flags that ran.
+
+A crash notification disappears after a while; this list does not, so "which setting killed
+it at 03:12?" still has an answer in the morning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Static
+
+from console.events import CrashDetected, FlagValue
+
+
+def format_flags(flags: dict[str, FlagValue] | None) -> str:
+    if flags is None:
+        return "unknown"
+    shown = []
+    for name, value in flags.items():
+        if isinstance(value, bool):
+            value = "on" if value else "off"
+        shown.append(f"{name}={value}")
+    return " ".join(shown) or "-"
+
+
+def alert_text(crash: CrashDetected) -> str:
+    """The notification body: what, where, with which flags."""
+    run = (crash.invocation or "?")[:12]
+    return (
+        f"{crash.host}: {crash.signature} (run {run})\n"
+        f"{crash.line}\nflags: {format_flags(crash.flags)}"
+    )
+
+
+class AlertsScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    AlertsScreen { align: center middle; }
+    AlertsScreen > Vertical {
+        width: 90%; height: auto; max-height: 90%;
+        border: round $error; background: $surface; padding: 0 1;
+    }
+    AlertsScreen DataTable { height: auto; max-height: 30; }
+    AlertsScreen .hint { color: $text-muted; }
+    """
+    BINDINGS = [Binding("escape,A,q", "dismiss", "Close", id="alerts-close")]
+
+    def __init__(self, crashes: Iterable[CrashDetected]) -> None:
+        super().__init__()
+        self.crashes = sorted(crashes, key=lambda c: c.timestamp, reverse=True)
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(f"[b]crash alerts[/b] ({len(self.crashes)})")
+            table: DataTable[str] = DataTable(cursor_type="row", zebra_stripes=True)
+            table.add_columns("time", "host", "run", "signature", "flags", "line")
+            for crash in self.crashes:
+                when = datetime.fromtimestamp(crash.timestamp).strftime("%m-%d %H:%M:%S")
+                older = "" if crash.live else " (before start)"
+                table.add_row(
+                    when + older,
+                    crash.host,
+                    (crash.invocation or "?")[:12],
+                    crash.signature,
+                    format_flags(crash.flags),
+                    crash.line[:160],
+                )
+            yield table
+            yield Static("escape: close", classes="hint")

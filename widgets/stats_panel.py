@@ -1,0 +1,55 @@
+"""The selected host's numbers: last / mean / p50 / min / max over 1 min, 10 min and this run.
+
+"This run" is the current service invocation: it restarts when the service restarts, so a
+comparison is always between configurations, never a blend of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rich.table import Table
+from textual.widgets import Static
+
+from console.metrics import SeriesSummary, Stats
+
+SHOWN = (("accept_len", "accept len", "{:.2f}"), ("gen_throughput", "tok/s", "{:.0f}"))
+"""(series, label, number format) in display order."""
+
+
+class StatsPanel(Static):
+    DEFAULT_CSS = """
+    StatsPanel { height: auto; width: 64; border: round $primary-background; }
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__("", **kwargs)  # type: ignore[arg-type]
+        self.host: str | None = None
+        self.summaries: dict[str, SeriesSummary] = {}
+        """What the panel shows now, by series name."""
+        self.border_title = "stats"
+
+    def show(self, host: str, summaries: Mapping[str, SeriesSummary]) -> None:
+        self.host = host
+        self.summaries = dict(summaries)
+        self.border_title = f"stats · {host}"
+        table = Table(box=None, padding=(0, 1), expand=False, header_style="bold")
+        for column in ("", "window", "n", "last", "mean", "p50", "min", "max"):
+            table.add_column(column, justify="left" if column in ("", "window") else "right")
+        for name, label, fmt in SHOWN:
+            summary = self.summaries.get(name)
+            windows = (
+                ("1 min", summary.minute if summary else None),
+                ("10 min", summary.ten_minutes if summary else None),
+                ("this run", summary.invocation if summary else None),
+            )
+            for i, (window, stats) in enumerate(windows):
+                table.add_row(label if i == 0 else "", window, *_cells(stats, fmt))
+        self.update(table)
+
+
+def _cells(stats: Stats | None, fmt: str) -> list[str]:
+    if stats is None:
+        return ["0", "-", "-", "-", "-", "-"]
+    numbers = (stats.last, stats.mean, stats.p50, stats.min, stats.max)
+    return [str(stats.count), *(fmt.format(n) for n in numbers)]
