@@ -168,8 +168,6 @@ class JournalView(Log):
         if self.pending_lines:
             self.pending_lines = 0
             self._update_subtitle()
-        if self.search_term is not None:
-            self._find_matches()
 
     def rerender(self) -> None:
         """Draw the current view again from the buffers (host, filter or mode changed)."""
@@ -253,7 +251,15 @@ class JournalView(Log):
 
     def search_next(self, older: bool = True) -> None:
         """The next match up (older) or down (newer), wrapping around."""
+        if self.search_term is None:
+            return
+        # Lines arrived (and old ones were pruned) since the last look: find them again.
+        at = self.search_matches[self.search_index] if self.search_matches else None
+        self._find_matches()
+        if at is not None and at in self.search_matches:
+            self.search_index = self.search_matches.index(at)
         if not self.search_matches:
+            self._update_subtitle()
             return
         step = -1 if older else 1
         self.search_index = (self.search_index + step) % len(self.search_matches)
