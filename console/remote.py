@@ -133,8 +133,14 @@ def journal_last(unit: str) -> Command:
 
 
 def journal_follow(unit: str, after_cursor: str | None) -> Command:
-    """Follow the unit from just after `after_cursor` (from the start if None)."""
+    """Follow the unit from just after `after_cursor` (from the start if None).
+
+    `-f` alone implies `-b` (this boot only): resuming after the host rebooted would silently
+    skip the old boot's last lines (and, with journalctl before 255, the new boot's first).
+    `--merge` lifts that implied filter; the testbed's reboot fault proves it.
+    """
     argv = ["journalctl", "-u", _unit(unit), "-o", "json", "-q", "-a", "--no-pager", "--no-tail"]
+    argv.append("--merge")
     if after_cursor is not None:
         argv.append(f"--after-cursor={_cursor(after_cursor)}")
     argv += [f"--output-fields={','.join(FOLLOW_FIELDS)}", "-f"]

@@ -15,7 +15,7 @@ import contextlib
 import hashlib
 import logging
 import shlex
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,15 @@ log = logging.getLogger(__name__)
 Handler = Callable[["SimHost", asyncssh.SSHServerProcess[str], list[str]], Awaitable[int]]
 
 
-def unit_file(unit: str, python: str, port: int, budget: int = 8) -> str:
+def unit_file(
+    unit: str,
+    python: str,
+    port: int,
+    budget: int = 8,
+    environment: Mapping[str, str] | None = None,
+) -> str:
+    """The service's unit file; `environment` adds Environment= lines (plain values only)."""
+    extra = "".join(f"Environment={k}={v}\n" for k, v in (environment or {}).items())
     return f"""[Unit]
 Description=SGLang Kimi-K2.6 with DDTree speculative decoding
 After=network-online.target
@@ -43,7 +51,7 @@ After=network-online.target
 Type=simple
 Environment=PYTHONUNBUFFERED=1
 Environment=SGLANG_DDTREE_MAX_TOPK=4
-ExecStart={python} -m sglang.launch_server --model-path /models/Kimi-K2.6 --tp 8 \\
+{extra}ExecStart={python} -m sglang.launch_server --model-path /models/Kimi-K2.6 --tp 8 \\
     --host 127.0.0.1 --port {port} --trust-remote-code \\
     --speculative-algorithm DFLASH --speculative-draft-model-path /models/k26-dflash-b16 \\
     --speculative-dflash-enable-ddtree --speculative-num-draft-tokens {budget} \\

@@ -208,7 +208,7 @@ def parse_journalctl(argv: list[str]) -> Query:
             q.output_fields = set(value.split(","))
         elif arg in ("-r", "--reverse"):
             q.reverse = True
-        elif arg in ("-q", "--quiet", "-a", "--all", "--no-pager", "--"):
+        elif arg in ("-q", "--quiet", "-a", "--all", "--no-pager", "--", "-m", "--merge"):
             continue
         elif eq and re.fullmatch(r"[A-Z_][A-Z0-9_]*", key):
             q.matches[key] = value

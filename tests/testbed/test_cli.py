@@ -1,0 +1,102 @@
+"""`specops status` against real hosts: systemd's view of the unit, flags from `systemctl cat`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from console.cli import EXIT_UNREACHABLE, main
+from tests.testbed.bed import Testbed
+from tests.testbed.hosts import Host
+from tests.testbed.layout import SIM_PYTHON, UNIT
+
+pytestmark = pytest.mark.testbed
+
+BASELINE_FLAGS = {
+    "budget": 8,
+    "topk": 4,
+    "cuda_graph": True,
+    "nvls": False,
+    "max_running": 32,
+    "window": 4096,
+}
+
+
+def status(
+    bed: Testbed, capsys: pytest.CaptureFixture[str], *hosts: str
+) -> tuple[int, dict[str, Any]]:
+    code = main(["status", "--profiles", str(bed.profiles_dir), "--json", *hosts])
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    return code, {r["host"]: r for r in records}
+
+
+def truth(host: Host) -> dict[str, str]:
+    return host.show(UNIT, "ActiveState", "SubState", "InvocationID", "NRestarts")
+
+
+def test_status_reports_each_real_unit_and_its_flags(
+    bed: Testbed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, records = status(bed, capsys)
+    assert code == 0
+    assert set(records) == {h.name for h in bed.hosts}
+    for host in bed.hosts:
+        record, real = records[host.name], truth(host)
+        assert record["connection"] == "connected"
+        assert record["active_state"] == real["ActiveState"] == "active"
+        assert record["sub_state"] == real["SubState"] == "running"
+        assert record["invocation_id"] == real["InvocationID"]
+        assert record["n_restarts"] == int(real["NRestarts"])
+        assert record["flags"] == BASELINE_FLAGS
+
+
+def test_status_follows_hand_made_changes_on_the_host(
+    bed: Testbed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An operator's own drop-in (not ours) and a stopped unit, as systemd reports them."""
+    host = bed.hosts[0]
+    argv = host.run("systemctl", "show", "-p", "ExecStart", "--value", UNIT).stdout
+    assert SIM_PYTHON in argv
+    dropin = host.directory / "etc-systemd" / "system" / f"{UNIT}.d" / "override.conf"
+    dropin.parent.mkdir()
+    dropin.write_text(
+        "[Service]\n"
+        "Environment=SGLANG_DDTREE_MAX_TOPK=2\n"
+        "ExecStart=\n"
+        f"ExecStart={SIM_PYTHON} -m sglang.launch_server --model-path /models/Kimi-K2.6 \\\n"
+        "    --tp 8 --host 127.0.0.1 --port 30001 --speculative-num-draft-tokens 4 \\\n"
+        "    --disable-cuda-graph --max-running-requests 16\n"
+    )
+    host.run("systemctl", "daemon-reload")
+    host.run("systemctl", "stop", UNIT)
+
+    code, records = status(bed, capsys, host.name)
+    assert code == 0
+    record = records[host.name]
+    assert (record["active_state"], record["sub_state"]) == ("inactive", "dead")
+    assert record["flags"] == {
+        "budget": 4,
+        "topk": 2,
+        "cuda_graph": False,
+        "nvls": False,
+        "max_running": 16,
+        "window": None,
+    }
+
+
+def test_status_of_an_unreachable_host_exits_3(
+    bed: Testbed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = bed.hosts[-1]
+    host.link_down()
+    try:
+        code, records = status(bed, capsys)
+    finally:
+        host.link_up()
+    assert code == EXIT_UNREACHABLE
+    assert records[host.name]["connected"] is False
+    assert records[host.name]["connection"] == "unreachable"
+    others = [h for h in bed.hosts if h is not host]
+    assert all(records[h.name]["connected"] for h in others)
