@@ -22,8 +22,7 @@ def test_file_values_and_env_override(monkeypatch: pytest.MonkeyPatch) -> None:
     path = settings_path()
     path.parent.mkdir(parents=True)
     path.write_text(
-        'theme = "nord"\nread_only = true\njournal_lines = 2000\n'
-        '[keymap]\nquit = "q,f10"\n'
+        'theme = "nord"\nread_only = true\njournal_lines = 2000\n[keymap]\nquit = "q,f10"\n'
     )
     settings = load_settings()
     assert (settings.theme, settings.read_only, settings.journal_lines) == ("nord", True, 2000)
