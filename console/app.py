@@ -28,12 +28,16 @@ from console.events import (
     ServiceStatus,
     SnapshotProgress,
 )
+from console.flags import FlagValue
 from console.fleet import Fleet
 from console.journal import LineFilter
 from console.package import Job, SnapshotError, plan
+from console.plan import Plan, prepare
+from console.rollout import RolloutOptions
 from console.snapshot import run_snapshot
 from widgets.accept_chart import AcceptChart
 from widgets.alerts import AlertsScreen, alert_text
+from widgets.flag_editor import FlagEditorScreen
 from widgets.host_table import HostTable
 from widgets.journal_view import JournalView, PromptInput
 from widgets.messages import (
@@ -46,12 +50,14 @@ from widgets.messages import (
     SnapshotFinished,
     SnapshotProgressed,
 )
+from widgets.rollout_view import RolloutScreen, rollout_group
 from widgets.snapshot_panel import SnapshotPanel
 from widgets.stats_panel import StatsPanel
 
 W = TypeVar("W", bound=Widget)
 
 FLUSH_INTERVAL_S = 0.05
+QUIT_CONFIRM_S = 5.0
 STATS_INTERVAL_S = 1.0
 """The stats windows slide with time even when no line arrives."""
 METRICS_INTERVAL_S = 0.25
@@ -66,6 +72,7 @@ class SpecopsApp(App[int]):
 
     BINDINGS = [
         Binding("q", "quit", "Quit", id="quit"),
+        Binding("f", "edit_flags", "Flags", id="flags-edit"),
         Binding("tab", "next_host", "Next host", id="next-host", show=False),
         Binding("s", "snapshot_host", "Snapshot", id="snapshot-host"),
         Binding("S", "snapshot_all", "Snapshot all", id="snapshot-all"),
@@ -89,6 +96,7 @@ class SpecopsApp(App[int]):
         super().__init__()
         self.fleet = fleet
         self.read_only = read_only
+        self._quit_asked = 0.0
         self.host_names = list(fleet.profiles)
         buffer = max((p.journal.buffer_lines for p in fleet.profiles.values()), default=5000)
         self._buffer_lines = buffer
@@ -358,3 +366,51 @@ class SpecopsApp(App[int]):
     @on(SnapshotFinished)
     def _snapshot_finished(self, message: SnapshotFinished) -> None:
         self.query_one(SnapshotPanel).finish(message.report, message.error)
+
+    # --- flags -----------------------------------------------------------------------------
+
+    def action_edit_flags(self) -> None:
+        if self.read_only:
+            self.notify("read-only: flag changes are disabled", title="flags", severity="warning")
+            return
+        name = self.selected_host
+        if name is None or len(self.screen_stack) > 1:  # one editor at a time, from the main view
+            return
+        if any(w.group == rollout_group(name) and not w.is_finished for w in self.workers):
+            self.notify(f"{name}: a flag change is already running", title="flags")
+            return
+        session = self.fleet.sessions[name]
+        status = self.fleet.status.get(name)
+
+        async def planner(changes: dict[str, FlagValue]) -> Plan:
+            return await prepare(session, changes)
+
+        editor = FlagEditorScreen(session.profile, status.flags if status else {}, planner)
+        self.push_screen(editor, callback=self._flags_confirmed)
+
+    async def action_quit(self) -> None:
+        """Quitting mid-rollout would stop it between steps: ask for a second `q` first."""
+        running = [
+            w.description
+            for w in self.workers
+            if w.group.startswith("rollout:") and not w.is_finished
+        ]
+        now = time.monotonic()
+        if running and now - self._quit_asked > QUIT_CONFIRM_S:
+            self._quit_asked = now
+            self.notify(
+                f"a flag change is running ({'; '.join(running)}); quitting stops it half way "
+                "— press q again to quit anyway",
+                title="quit?",
+                severity="warning",
+                markup=False,
+            )
+            return
+        self.exit()
+
+    def _flags_confirmed(self, plan: Plan | None) -> None:
+        if plan is None:
+            return
+        screen = RolloutScreen(self.fleet.sessions[plan.host], plan, RolloutOptions())
+        self.push_screen(screen)
+        screen.start(lambda result: self.fleet.refresh_status(result.host))

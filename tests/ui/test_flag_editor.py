@@ -1,0 +1,141 @@
+"""The flag editor and the live rollout view, driven by keys against a simulated host."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from textual.message import Message
+from textual.notifications import Notify
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Input, Log, Static
+
+from console.app import SpecopsApp
+from console.events import RolloutOutcome
+from console.fleet import Fleet
+from console.profiles import load_fleet
+from console.sim.fleet import SimFleet
+from console.sim.sglang import Timing
+from widgets.flag_editor import FlagEditorScreen
+from widgets.host_table import HostTable
+from widgets.rollout_view import RolloutScreen
+
+CHANGING = ("tee ", "mv ", "rm ", "mkdir ", "systemctl daemon-reload", "systemctl restart")
+
+
+@pytest.fixture
+async def fleet(tmp_path: Path) -> AsyncIterator[SimFleet]:
+    sim = SimFleet(tmp_path / "sim", hosts=1, timing=Timing(load_s=0.3, decode_interval_s=0.5))
+    await sim.start()
+    yield sim
+    await asyncio.wait_for(sim.stop(), 10)
+
+
+async def until(pilot: Pilot[int], predicate: Callable[[], bool], timeout: float = 15) -> None:
+    for _ in range(int(timeout / 0.05)):
+        if predicate():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("condition not reached in time")
+
+
+def text_of(static: Static) -> str:
+    return str(static.render())
+
+
+async def open_editor(app: SpecopsApp, pilot: Pilot[int]) -> FlagEditorScreen:
+    await until(pilot, lambda: "budget" in getattr(app.fleet.status.get("b300"), "flags", {}))
+    await pilot.press("f")
+    await until(pilot, lambda: isinstance(app.screen, FlagEditorScreen))
+    assert isinstance(app.screen, FlagEditorScreen)
+    return app.screen
+
+
+async def test_edit_a_value_review_the_diff_and_cancel(fleet: SimFleet) -> None:
+    app = SpecopsApp(Fleet(load_fleet(fleet.profiles_dir)))
+    async with app.run_test(size=(140, 44)) as pilot:
+        editor = await open_editor(app, pilot)
+        table = editor.query_one(DataTable)
+        assert table.get_cell("budget", "current") == "8"
+        assert table.get_cell("cuda_graph", "current") == "on"
+        await pilot.press("enter")  # the budget row
+        assert editor.query_one(Input).has_focus
+        await pilot.press("backspace", "minus", "1", "enter")
+        assert "must be between 1 and 1024" in text_of(editor.query_one("#flag-error", Static))
+        await pilot.press("backspace", "backspace", "1", "6", "enter")
+        assert table.get_cell("budget", "new") == "16"
+        assert editor.pending == {"budget": 16}
+        await pilot.press("d")
+        await until(pilot, lambda: editor.plan is not None)
+        diff = text_of(editor.query_one("#flag-diff-text", Static))
+        assert "-    --speculative-num-draft-tokens 8" in diff
+        assert "+    --speculative-num-draft-tokens 16" in diff
+        assert "budget 8 → 16" in text_of(editor.query_one("#flag-hint", Static))
+        await pilot.press("escape")  # back to the values
+        assert editor.plan is None and editor.pending == {"budget": 16}
+        await pilot.press("escape")  # close without applying
+        await until(pilot, lambda: not isinstance(app.screen, FlagEditorScreen))
+        await pilot.pause(0.2)
+        sent = fleet.hosts["b300"].commands
+        assert any(c.startswith("systemctl cat") for c in sent)
+        assert any("launch_server --help" in c for c in sent)
+        assert not any(c.startswith(CHANGING) for c in sent)
+        await pilot.press("q")
+
+
+async def test_a_confirmed_change_ends_healthy_with_live_progress(fleet: SimFleet) -> None:
+    messages: list[Message] = []
+    app = SpecopsApp(Fleet(load_fleet(fleet.profiles_dir)))
+    async with app.run_test(size=(140, 44), message_hook=messages.append) as pilot:
+        editor = await open_editor(app, pilot)
+        await pilot.press("enter", "backspace", "1", "6", "enter")
+        await pilot.press("down", "down", "space")  # cuda_graph: on → off
+        assert editor.pending == {"budget": 16, "cuda_graph": False}
+        await pilot.press("d")
+        await until(pilot, lambda: editor.plan is not None)
+        await pilot.press("y")
+        await until(pilot, lambda: isinstance(app.screen, RolloutScreen))
+        view = app.screen
+        assert isinstance(view, RolloutScreen)
+        await pilot.press("q")  # mid-rollout: asks first instead of stopping it half way
+        assert app.is_running and app.screen is view
+        assert any(
+            isinstance(m, Notify) and "press q again" in m.notification.message for m in messages
+        )
+        await until(pilot, lambda: view.result is not None)
+        assert view.result is not None and view.result.outcome is RolloutOutcome.APPLIED
+        steps = view.query_one("#rollout-table", DataTable)
+        assert [str(steps.get_cell(k, "state")) for k in ("record", "smoke test", "remember")] == [
+            "ok",
+            "ok",
+            "ok",
+        ]
+        journal = view.query_one(Log)
+        assert any("ready to roll" in line for line in journal.lines)
+        assert any("cuda graph: False" in line for line in journal.lines)
+        assert "applied; healthy" in text_of(view.query_one("#rollout-outcome", Static))
+
+        def applied_notice() -> bool:
+            notes = [m.notification for m in messages if isinstance(m, Notify)]
+            return any(n.severity == "information" and "b300: applied" in n.message for n in notes)
+
+        await until(pilot, applied_notice)
+        await pilot.press("escape")
+        row = app.query_one(HostTable).rows_by_name["b300"]
+        await until(pilot, lambda: row.status is not None and row.status.flags.get("budget") == 16)
+        assert row.status is not None and row.status.flags["cuda_graph"] is False
+        await pilot.press("q")
+
+
+async def test_read_only_disables_the_flag_editor(fleet: SimFleet) -> None:
+    messages: list[Message] = []
+    app = SpecopsApp(Fleet(load_fleet(fleet.profiles_dir)), read_only=True)
+    async with app.run_test(size=(140, 44), message_hook=messages.append) as pilot:
+        await pilot.press("f")
+        await pilot.pause(0.1)
+        assert not isinstance(app.screen, FlagEditorScreen)
+        notes = [m.notification for m in messages if isinstance(m, Notify)]
+        assert any("read-only" in n.message for n in notes)
+        await pilot.press("q")

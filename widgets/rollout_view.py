@@ -1,0 +1,180 @@
+"""A flag change as it happens: each step on the left, the new invocation's journal beside it.
+
+The rollout itself runs as an app-level worker, so closing this screen (escape) never stops a
+restart half way; the outcome also arrives as a notification, wherever the operator is.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.notifications import SeverityLevel
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Log, Static
+
+from console.events import (
+    RolloutEvent,
+    RolloutFinished,
+    RolloutJournal,
+    RolloutOutcome,
+    RolloutProgress,
+)
+from console.plan import Plan
+from console.rollout import Rollout, RolloutOptions
+from console.ssh import HostSession
+from widgets.journal_view import display_line
+
+log = logging.getLogger(__name__)
+
+STATE_STYLE = {
+    "running": "yellow",
+    "waiting": "yellow",
+    "ok": "green",
+    "failed": "bold red",
+    "skipped": "dim",
+}
+OUTCOME_SEVERITY: dict[RolloutOutcome, SeverityLevel] = {
+    RolloutOutcome.APPLIED: "information",
+    RolloutOutcome.ROLLED_BACK: "warning",
+    RolloutOutcome.FAILED: "error",
+}
+
+
+class RolloutUpdated(Message):
+    """A rollout's domain event, delivered to its screen."""
+
+    def __init__(self, event: RolloutEvent) -> None:
+        super().__init__()
+        self.event = event
+
+
+def rollout_group(host: str) -> str:
+    return f"rollout:{host}"
+
+
+def outcome_text(result: RolloutFinished) -> str:
+    if result.outcome is RolloutOutcome.APPLIED:
+        accept = f", accept len {result.accept_len:.2f}" if result.accept_len is not None else ""
+        return f"{result.host}: applied; healthy{accept}"
+    if result.outcome is RolloutOutcome.ROLLED_BACK:
+        return f"{result.host}: rolled back — {result.reason}"
+    extra = f" ({result.rollback_error})" if result.rollback_error else ""
+    return f"{result.host}: FAILED — {result.reason}{extra}"
+
+
+class RolloutScreen(Screen[None]):
+    DEFAULT_CSS = """
+    RolloutScreen #rollout-title { height: auto; padding: 0 1; }
+    RolloutScreen #rollout-steps { width: 1fr; height: 1fr; border: round $primary-background; }
+    RolloutScreen #rollout-journal { width: 1fr; height: 1fr; border: round $primary-background; }
+    RolloutScreen #rollout-outcome { height: auto; padding: 0 1; }
+    RolloutScreen.-applied #rollout-outcome { color: $success; }
+    RolloutScreen.-rolled-back #rollout-outcome { color: $warning; }
+    RolloutScreen.-failed #rollout-outcome { color: $error; }
+    """
+    BINDINGS = [Binding("escape", "close", "Close (the rollout goes on)", id="rollout-close")]
+
+    def __init__(self, session: HostSession, plan: Plan, options: RolloutOptions) -> None:
+        super().__init__()
+        self.session = session
+        self.plan = plan
+        self.options = options
+        self.result: RolloutFinished | None = None
+        self._invocation: str | None = None
+
+    def compose(self) -> ComposeResult:
+        title = Text.assemble((self.plan.host, "bold"), f" · {self.plan.unit} · ")
+        title.append(self.plan.summary())
+        yield Static(title, id="rollout-title")
+        with Horizontal():
+            with Vertical(id="rollout-steps"):
+                yield DataTable(cursor_type="none", id="rollout-table")
+            yield Log(max_lines=5000, id="rollout-journal")
+        yield Static("applying …", id="rollout-outcome")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table: DataTable[Text | str] = self.query_one("#rollout-table", DataTable)
+        for column in ("step", "state", "detail"):
+            table.add_column(column, key=column)
+        self.query_one("#rollout-steps").border_title = "steps"
+        self.query_one(Log).border_title = "journal of the new invocation"
+
+    def start(self, on_finished: Callable[[RolloutFinished], None]) -> None:
+        """Run the rollout as an app worker (it outlives this screen)."""
+
+        async def run() -> RolloutFinished | None:
+            rollout = Rollout(self.session, self.plan, on_event=self._deliver, options=self.options)
+            try:
+                result = await rollout.run()
+            except Exception as exc:  # a bug must reach the operator, never vanish
+                log.exception("%s: rollout crashed", self.plan.host)
+                self.app.notify(
+                    f"{self.plan.host}: rollout stopped: {exc}", severity="error", markup=False
+                )
+                return None
+            self.app.notify(
+                outcome_text(result),
+                title="flag change",
+                severity=OUTCOME_SEVERITY[result.outcome],
+                timeout=30,
+                markup=False,
+            )
+            on_finished(result)
+            return result
+
+        self.app.run_worker(
+            run(),
+            group=rollout_group(self.plan.host),
+            exit_on_error=False,
+            description=f"{self.plan.host}: {self.plan.summary()}",
+        )
+
+    def _deliver(self, event: RolloutEvent) -> None:
+        self.post_message(RolloutUpdated(event))  # dropped once the screen is closed
+
+    @on(RolloutUpdated)
+    def _updated(self, message: RolloutUpdated) -> None:
+        event = message.event
+        if isinstance(event, RolloutProgress):
+            self._progress(event)
+        elif isinstance(event, RolloutJournal):
+            journal = self.query_one(Log)
+            if event.invocation != self._invocation:
+                if self._invocation is not None:  # the rollback's invocation follows
+                    journal.write_line(f"── invocation {event.invocation} (rollback) ──")
+                self._invocation = event.invocation
+            journal.write_lines([display_line(line) for line in event.lines])
+        elif isinstance(event, RolloutFinished):
+            self._finished(event)
+
+    def _progress(self, event: RolloutProgress) -> None:
+        table: DataTable[Text | str] = self.query_one("#rollout-table", DataTable)
+        key = f"{'rollback:' if event.rollback else ''}{event.step.value}"
+        label = f"rollback: {event.step.value}" if event.rollback else event.step.value
+        state = Text(event.state, style=STATE_STYLE.get(event.state, ""))
+        if key in table.rows:
+            table.update_cell(key, "state", state)
+            table.update_cell(key, "detail", event.detail, update_width=True)
+        else:
+            table.add_row(label, state, event.detail, key=key)
+        table.move_cursor(row=table.get_row_index(key))
+
+    def _finished(self, result: RolloutFinished) -> None:
+        self.result = result
+        self.set_class(result.outcome is RolloutOutcome.APPLIED, "-applied")
+        self.set_class(result.outcome is RolloutOutcome.ROLLED_BACK, "-rolled-back")
+        self.set_class(result.outcome is RolloutOutcome.FAILED, "-failed")
+        self.query_one("#rollout-outcome", Static).update(
+            Text(outcome_text(result) + " · escape to close")
+        )
+
+    def action_close(self) -> None:
+        self.dismiss(None)
