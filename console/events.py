@@ -103,7 +103,6 @@ MonitorEvent = MetricsUpdated | CrashDetected | InvocationChanged | ServiceReady
 class RolloutStep(StrEnum):
     """The steps of a flag change (console/rollout.py), in order; rollback reuses some."""
 
-    CHECK_FLAGS = "check flags"
     RECORD = "record"
     WRITE = "write drop-in"
     DAEMON_RELOAD = "daemon-reload"

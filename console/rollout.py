@@ -41,6 +41,7 @@ from console.invocation import InvocationWatch
 from console.journal import decode_entry
 from console.plan import Plan
 from console.signatures import CRASH_SIGNATURES, crash_signature
+from console.smoke import smoke_completion
 from console.ssh import Disconnected, HostSession, RemoteError, Result
 from console.state import LastGood, save_last_good
 
@@ -94,6 +95,7 @@ class Rollout:
         self._on_event = on_event
         self._t0 = time.monotonic()
         self._touched = False
+        self._restarted = False
         self._watch: InvocationWatch | None = None
         self._rollback = False
         self._current = RolloutStep.RECORD
@@ -232,11 +234,35 @@ class Rollout:
         props = await self._show()
         if props.get("NeedDaemonReload") != "no":
             raise _Failure(f"NeedDaemonReload={props.get('NeedDaemonReload')} after daemon-reload")
-        self._step(RolloutStep.VERIFY, "ok", "NeedDaemonReload=no")
+        await self._verify_effective()
+        self._step(
+            RolloutStep.VERIFY, "ok", "NeedDaemonReload=no; the effective unit is as planned"
+        )
+
+    async def _verify_effective(self) -> None:
+        """The unit systemd now has must run what we meant: a drop-in sorting after ours (or
+        an edit racing us) would otherwise be restarted and pass for the new setting."""
+        cat = await self._read(remote.systemctl_cat(self.unit))
+        effective = effective_service(cat.stdout)
+        if len(effective.commands) != 1:
+            raise _Failure(f"after daemon-reload the unit has {len(effective.commands)} ExecStart=")
+        if self._rollback:
+            argv, env = self.plan.service.argv, self.plan.service.environment
+        else:
+            argv, env = list(self.plan.new_argv), self.plan.new_environment
+        managed = {s.env for s in self.profile.flags.values() if s.env is not None}
+        now_env = {k: v for k, v in effective.environment.items() if k in managed}
+        if effective.argv != argv or now_env != {k: v for k, v in env.items() if k in managed}:
+            raise _Failure(
+                f"after daemon-reload the effective ExecStart/Environment is not the planned one "
+                f"(ExecStart= from {effective.execstart_source}; a drop-in sorting after "
+                f"{posixpath.basename(self.plan.dropin_path)} overrides it?)"
+            )
 
     async def _restart_and_wait(self, old_invocation: str) -> str:
         assert self._watch is not None
         self._step(RolloutStep.RESTART, "running")
+        self._restarted = True
         await self.session.run(remote.systemctl_restart(self.unit), timeout=self.ready_timeout_s)
         self._step(RolloutStep.RESTART, "ok")
         started = time.monotonic()
@@ -407,11 +433,14 @@ class Rollout:
             if not await self.session.wait_connected(self.options.reconnect_s):
                 raise Disconnected(self.plan.host, "not connected")
             await self._install(previous)
-            self._step(RolloutStep.RESET_FAILED, "running")
-            await self.session.run(remote.systemctl_reset_failed(self.unit))
-            self._step(RolloutStep.RESET_FAILED, "ok")
             current = (await self._show()).get("InvocationID", "")
-            invocation = await self._restart_and_wait(current)
+            if self._restarted:
+                self._step(RolloutStep.RESET_FAILED, "running")
+                await self.session.run(remote.systemctl_reset_failed(self.unit))
+                self._step(RolloutStep.RESET_FAILED, "ok")
+                invocation = await self._restart_and_wait(current)
+            else:  # the server was never restarted: it still runs the old command
+                invocation = current
         except (_Failure, RemoteError) as exc:
             self._step(self._current, "failed", str(exc))
             return self._finished(RolloutOutcome.FAILED, **report, rollback_error=str(exc))
@@ -450,38 +479,3 @@ class Rollout:
         )
         self._emit(finished)
         return finished
-
-
-async def smoke_completion(session: HostSession) -> str:
-    """The profile's smoke prompt at temperature 0: `/v1/completions`, else chat completions."""
-    service = session.profile.service
-    smoke = service.smoke
-    model = "default"
-    models = await http.request(session, service.port, "GET", "/v1/models")
-    if models.status == 200:
-        with contextlib.suppress(http.HttpError, LookupError, TypeError, AttributeError):
-            model = str(models.json()["data"][0]["id"])
-    body: dict[str, Any] = {
-        "model": model,
-        "prompt": smoke.prompt,
-        "max_tokens": smoke.max_tokens,
-        "temperature": 0,
-    }
-    response = await http.request(
-        session, service.port, "POST", "/v1/completions", body=body, timeout=120
-    )
-    chat = response.status == 404
-    if chat:
-        del body["prompt"]
-        body["messages"] = [{"role": "user", "content": smoke.prompt}]
-        response = await http.request(
-            session, service.port, "POST", "/v1/chat/completions", body=body, timeout=120
-        )
-    if response.status != 200:
-        raise http.HttpError(f"HTTP {response.status}: {response.body[:200]!r}")
-    try:
-        choice = response.json()["choices"][0]
-        text = choice["message"]["content"] if chat else choice["text"]
-    except (LookupError, TypeError) as exc:
-        raise http.HttpError(f"unexpected completion response: {exc!r}") from None
-    return str(text)

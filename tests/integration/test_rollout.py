@@ -278,3 +278,28 @@ async def test_a_dropped_link_while_waiting_is_ridden_out(
         assert result.accept_len is not None and 5.3 <= result.accept_len <= 6.4
     finally:
         await session.close()
+
+
+async def test_a_dropin_sorting_after_ours_is_caught_before_the_restart(
+    sim: SimFleet, profiles: list[Profile]
+) -> None:
+    session = await connect(profiles[0])
+    host = sim.hosts[profiles[0].name]
+    try:
+        local = host.local(f"/etc/systemd/system/{UNIT}.d/zzz-local.conf")
+        local.parent.mkdir(parents=True, exist_ok=True)
+        fragment = host.local(f"/etc/systemd/system/{UNIT}").read_text()
+        execstart = fragment[fragment.index("ExecStart=") : fragment.index("Restart=")]
+        local.write_text(f"[Service]\nExecStart=\n{execstart}")
+        invocation = host.unit.invocation_id
+        result, events = await change(session, "budget=16", "cuda_graph=off")
+        assert result.outcome is RolloutOutcome.ROLLED_BACK
+        assert "zzz-local.conf" in result.reason and "not the planned one" in result.reason
+        assert RolloutStep.RESTART not in steps(events, rollback=False)  # caught before it
+        assert not host.local(DROPIN).exists()
+        status = await read_status(session)
+        assert status.flags["budget"] == 8 and status.active_state == "active"
+        assert status.invocation_id == invocation  # never restarted: the old server kept going
+        assert RolloutStep.RESTART not in steps(events, rollback=True)
+    finally:
+        await session.close()

@@ -35,6 +35,7 @@ CORE = [
     "console.invocation",
     "console.state",
     "console.cli_flags",
+    "console.smoke",
 ]
 
 
