@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import signal
 import sys
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,6 +46,7 @@ from console.state import load_last_good
 
 EXCERPT_SHOWN = 25
 WAITING_EVERY_S = 15.0
+INTERRUPT_CONFIRM_S = 5.0
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -330,12 +334,55 @@ async def _set(session: HostSession, args: argparse.Namespace, changes: dict[str
             return EXIT_FAILED
     printer = ProgressPrinter()
     options = RolloutOptions(rollback=not args.no_rollback)
-    try:
-        result = await Rollout(session, plan, on_event=printer, options=options).run()
-    finally:
-        printer.stop()
+    rollout = asyncio.ensure_future(Rollout(session, plan, on_event=printer, options=options).run())
+    with _interrupt_twice(rollout, printer, profile.name):
+        try:
+            result = await rollout
+        except asyncio.CancelledError:
+            if not rollout.cancelled():
+                raise
+            err.print(
+                f"specops: abandoned half way; check `specops status {profile.name}` and "
+                f"`specops flags {profile.name}`"
+            )
+            return 130
+        finally:
+            printer.stop()
     _report(result, plan)
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+@contextlib.contextmanager
+def _interrupt_twice(
+    task: asyncio.Future[Any], printer: ProgressPrinter, host: str
+) -> Iterator[None]:
+    """Ctrl-C while a change runs asks first: stopping between steps leaves the host half way
+    (e.g. a new drop-in but the old server), which is exactly what the rollout prevents."""
+    loop = asyncio.get_running_loop()
+    asked = [-INTERRUPT_CONFIRM_S]
+
+    def interrupted() -> None:
+        now = time.monotonic()
+        if now - asked[0] <= INTERRUPT_CONFIRM_S:
+            task.cancel()
+            return
+        asked[0] = now
+        printer.stop()
+        err.print(
+            f"[yellow]a flag change is running on {host}[/yellow]: it ends healthy or rolled "
+            f"back by itself; press Ctrl-C again within {INTERRUPT_CONFIRM_S:.0f}s to abandon "
+            "it half way"
+        )
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, interrupted)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread / no signals
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
 
 
 # --- audit -------------------------------------------------------------------------------

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -172,3 +175,44 @@ async def test_audit_lists_commands_newest_last(
     assert cli_flags.cmd_audit(parse_args(["audit", "-n", "1"])) == 0
     text = capsys.readouterr().out.splitlines()
     assert len(text) == 1 and "exit 0" in text[0] and UNIT in text[0]
+
+
+@pytest.mark.parametrize("presses", [1, 2])
+def test_ctrl_c_during_a_change_asks_first(tmp_path: Path, presses: int) -> None:
+    sim = ThreadedSimFleet(
+        SimFleet(tmp_path / "sim", hosts=1, timing=Timing(load_s=1.5, decode_interval_s=0.2))
+    )
+    sim.start()
+    try:
+        argv = ["set", "b300", "budget=16", "cuda_graph=off", "--yes"]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "console", *argv, "--profiles", str(sim.fleet.profiles_dir)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stderr is not None
+        seen: list[str] = []
+        for line in proc.stderr:
+            seen.append(line)
+            if "✓ new invocation" in line:
+                proc.send_signal(signal.SIGINT)  # while the server loads
+                break
+        if presses == 2:
+            for line in proc.stderr:
+                seen.append(line)
+                if "press Ctrl-C again" in line:
+                    proc.send_signal(signal.SIGINT)
+                    break
+        out, err = proc.communicate(timeout=60)
+        err = "".join(seen) + err
+        assert "press Ctrl-C again within 5s to abandon it half way" in err
+        if presses == 1:  # asked, and carried on to the end
+            assert proc.returncode == 0, err
+            assert "b300: applied budget 8 → 16, cuda_graph on → off; healthy" in out
+        else:
+            assert proc.returncode == 130, err
+            assert "abandoned half way; check `specops status b300`" in err
+            assert "applied" not in out
+    finally:
+        sim.stop()
