@@ -1,0 +1,213 @@
+"""Snapshots against real hosts: OpenSSH's sftp-server, coreutils' sha256sum, real faults.
+
+The package must hold exactly the host's bytes, pass `sha256sum -c` untouched, and never
+contain a half-copied file under a real name, whether the link dies (sshd SIGKILLed) or the
+console itself is SIGKILLed in the middle of a transfer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from console.cli import build_parser
+from console.cli_snapshot import cmd_snapshot
+from console.manifest import MANIFEST_NAME, PART_SUFFIX
+from tests.testbed.bed import Testbed
+from tests.testbed.hosts import Host, wait_for
+from tests.testbed.layout import UNIT
+
+pytestmark = pytest.mark.testbed
+
+BIG = "big.json"
+
+
+async def snapshot(bed: Testbed, package: Path, *args: str) -> int:
+    argv = ["snapshot", *args, "--package", str(package), "--profiles", str(bed.profiles_dir)]
+    return await cmd_snapshot(build_parser().parse_args(argv))
+
+
+def records(out: str) -> dict[str, dict[str, Any]]:
+    found = {}
+    for line in out.splitlines():
+        data = json.loads(line)
+        found[data.get("host") or data["package"]] = data
+    return found
+
+
+def files(root: Path) -> dict[str, tuple[bytes, int]]:
+    return {
+        p.relative_to(root).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def sha256sum_check(package: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["sha256sum", "--strict", "-c", MANIFEST_NAME], cwd=package, capture_output=True, text=True
+    )
+
+
+def bench_dir(host: Host) -> Path:
+    return host.directory / "root" / "bench_results_opt"
+
+
+def quiesce(host: Host) -> None:
+    """Wait for the server's own bench file, then stop it: the host stops changing."""
+    host.wait_healthy()
+    wait_for(lambda: (bench_dir(host) / "ddtree_b8_t4_graph.json").exists(), 30, "bench file")
+    wait_for(
+        lambda: "Decode batch" in host.run("journalctl", "-u", UNIT, "-o", "cat").stdout,
+        30,
+        "decode lines",
+    )
+    host.run("systemctl", "stop", UNIT)
+
+
+async def test_real_sftp_and_sha256sum_give_an_identical_checkable_package(
+    bed: Testbed, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await asyncio.gather(*(asyncio.to_thread(quiesce, h) for h in bed.hosts))
+    names = [h.name for h in bed.hosts]
+    package = tmp_path / "pkg"
+    assert await snapshot(bed, package, *names, "--json") == 0
+    first = records(capsys.readouterr().out)
+    before = files(package)
+
+    check = sha256sum_check(package)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert check.stdout.count(": OK") == len(before) - 1  # every file but the manifest
+    for host in bed.hosts:
+        assert first[host.name]["new"]["files"] > 0
+        remote = sorted(bench_dir(host).iterdir())
+        copies = package / "bench" / f"results_{host.name}"
+        assert sorted(p.name for p in copies.iterdir()) == [p.name for p in remote]
+        for path in remote:  # the host's bytes and mtime, through the real sftp-server
+            copy = copies / path.name
+            assert copy.read_bytes() == path.read_bytes()
+            assert int(copy.stat().st_mtime) == int(path.stat().st_mtime)
+        service = next((package / "services").glob(f"*-{host.name.upper()}-*.service"))
+        assert service.read_text().strip() == host.run("systemctl", "cat", UNIT).stdout.strip()
+        (meta,) = (package / "snapshots").glob(f"{host.name}-*.json")
+        invocation = json.loads(meta.read_text())["invocation"]["id"]
+        assert invocation == host.show(UNIT, "InvocationID")["InvocationID"]
+
+    assert await snapshot(bed, package, *names, "--json") == 0
+    second = records(capsys.readouterr().out)
+    assert files(package) == before  # unchanged hosts: not one byte or mtime rewritten
+    for name in names:
+        assert second[name]["new"]["files"] == second[name]["kept_both"]["files"] == 0
+
+
+@pytest.fixture
+def big(bed: Testbed) -> Iterator[Path]:
+    """A bench file big enough to take a while to copy, on the first host."""
+    path = bench_dir(bed.hosts[0]) / BIG
+    with path.open("wb") as fh:
+        fh.write(os.urandom(96 << 20))
+    yield path
+    path.unlink(missing_ok=True)
+
+
+def part_growing(package: Path, host: Host) -> bool:
+    part = package / "bench" / f"results_{host.name}" / (BIG + PART_SUFFIX)
+    try:
+        return part.stat().st_size > 0
+    except FileNotFoundError:
+        return False
+
+
+def identical(copy: Path, original: Path) -> bool:
+    return copy.read_bytes() == original.read_bytes()
+
+
+def assert_nothing_partial(package: Path, host: Host) -> None:
+    copy = package / "bench" / f"results_{host.name}" / BIG
+    assert not copy.exists() or copy.read_bytes() == (bench_dir(host) / BIG).read_bytes()
+    if (package / MANIFEST_NAME).exists():
+        check = sha256sum_check(package)
+        assert check.returncode == 0, check.stdout + check.stderr
+
+
+@pytest.mark.timeout(300)
+async def test_sshd_killed_mid_transfer_leaves_nothing_partial_and_a_rerun_completes(
+    bed: Testbed, big: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = bed.hosts[0]
+    quiesce(host)
+    package = tmp_path / "pkg"
+    run = asyncio.create_task(snapshot(bed, package, host.name))
+    await asyncio.to_thread(wait_for, lambda: part_growing(package, host), 60, "transfer began")
+    assert host.kill_sshd()
+    assert await run == 1
+    out = capsys.readouterr().out
+    assert "FAILED" in out and f"/root/bench_results_opt/{BIG} → " in out
+    assert not list(package.rglob("*" + PART_SUFFIX))
+    assert not (package / "bench" / f"results_{host.name}" / BIG).exists()
+    assert not list((package / "snapshots").glob(f"{host.name}-*.json"))  # no claim
+    assert_nothing_partial(package, host)
+
+    wait_for(host.sshd_answers, 30, "sshd restarted by systemd")
+    assert await snapshot(bed, package, host.name) == 0
+    assert identical(package / "bench" / f"results_{host.name}" / BIG, big)
+    assert not list(package.rglob("*" + PART_SUFFIX))
+    assert sha256sum_check(package).returncode == 0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="console/transfer.py `_lost` misses what a real sshd's death raises "
+    "(ConnectionResetError, asyncssh.SFTPConnectionLost): the host goes on through every "
+    "remaining file ('Connection not open') instead of stopping with 'connection lost after'",
+)
+async def test_a_link_lost_mid_transfer_is_reported_once_as_lost(
+    bed: Testbed, big: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = bed.hosts[0]
+    quiesce(host)
+    package = tmp_path / "pkg"
+    run = asyncio.create_task(snapshot(bed, package, host.name))
+    await asyncio.to_thread(wait_for, lambda: part_growing(package, host), 60, "transfer began")
+    assert host.kill_sshd()
+    assert await run == 1
+    out = capsys.readouterr().out
+    assert "connection lost after" in out
+    assert "Connection not open" not in out
+
+
+@pytest.mark.timeout(300)
+def test_a_console_killed_mid_transfer_leaves_no_partial_file_under_a_real_name(
+    bed: Testbed, big: Path, tmp_path: Path
+) -> None:
+    host = bed.hosts[0]
+    quiesce(host)
+    package = tmp_path / "pkg"
+    console = [sys.executable, "-m", "console", "snapshot", host.name, "--package", str(package)]
+    console += ["--profiles", str(bed.profiles_dir)]
+    proc = subprocess.Popen(console, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while not part_growing(package, host) and proc.poll() is None:
+        assert time.monotonic() < deadline, "the transfer never began"
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    output = proc.communicate()[0]
+    assert proc.returncode == -signal.SIGKILL, output
+    assert_nothing_partial(package, host)
+    assert not (package / "bench" / f"results_{host.name}" / BIG).exists()
+
+    rerun = subprocess.run(console, capture_output=True, text=True, timeout=180)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert (package / "bench" / f"results_{host.name}" / BIG).read_bytes() == big.read_bytes()
+    assert not list(package.rglob("*" + PART_SUFFIX))  # the killed run's leftover is gone
+    assert sha256sum_check(package).returncode == 0
