@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterable
+from datetime import datetime
 from typing import TypeVar
 
-from textual import on, work
-from textual.app import App, ComposeResult
+from textual import events, on, work
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Header, Input
+from textual.worker import Worker, WorkerState
 
 from console.events import (
     CrashDetected,
@@ -34,10 +38,15 @@ from console.journal import LineFilter
 from console.package import Job, SnapshotError, plan
 from console.plan import Plan, prepare
 from console.rollout import RolloutOptions
+from console.settings import Settings, state_dir
 from console.snapshot import run_snapshot
+from console.state import write_atomic
 from widgets.accept_chart import AcceptChart
 from widgets.alerts import AlertsScreen, alert_text
+from widgets.audit_view import AuditScreen
+from widgets.commands import palette_commands
 from widgets.flag_editor import FlagEditorScreen
+from widgets.help_screen import HelpScreen
 from widgets.host_table import HostTable
 from widgets.journal_view import JournalView, PromptInput
 from widgets.messages import (
@@ -64,6 +73,8 @@ METRICS_INTERVAL_S = 0.25
 """How often new numbers are drawn (chart, host table, stats): at most 4 layouts a second."""
 ALERTS_KEPT = 200
 ALERT_TIMEOUT_S = 30.0
+COMPACT_WIDTH, COMPACT_HEIGHT = 120, 34
+"""Below either, the stats panel folds away (`t` shows it) so the journal keeps its rows."""
 
 
 class SpecopsApp(App[int]):
@@ -86,20 +97,30 @@ class SpecopsApp(App[int]):
         Binding("p", "toggle_pause", "Pause", id="pause-tail"),
         Binding("G,end", "resume_tail", "Resume tail", id="resume-tail", show=False),
         Binding("A", "show_alerts", "Alerts", id="alerts-list"),
+        Binding("L", "show_audit", "Audit log", id="audit-log"),
+        Binding("y", "yank_view", "Copy view", id="yank-view"),
+        Binding("Y", "yank_line", "Copy line", id="yank-line", show=False),
+        Binding("w", "save_view", "Save view", id="save-view", show=False),
+        Binding("t", "toggle_stats", "Stats", id="stats-toggle", show=False),
+        Binding("question_mark", "help", "Help", id="help", key_display="?"),
         *[
             Binding(str(i), f"select_index({i})", f"Host {i}", id=f"host-{i}", show=False)
             for i in range(1, 10)
         ],
     ]
 
-    def __init__(self, fleet: Fleet, *, read_only: bool = False) -> None:
+    def __init__(
+        self, fleet: Fleet, *, read_only: bool = False, settings: Settings | None = None
+    ) -> None:
         super().__init__()
+        self.settings = settings or Settings()
         self.fleet = fleet
-        self.read_only = read_only
+        self.read_only = read_only or self.settings.read_only
         self._quit_asked = 0.0
         self.host_names = list(fleet.profiles)
-        buffer = max((p.journal.buffer_lines for p in fleet.profiles.values()), default=5000)
-        self._buffer_lines = buffer
+        self._buffer_lines = self.settings.journal_lines
+        self._stats_wanted: bool | None = None
+        """The operator's `t` choice; None follows the terminal size."""
         self.crashes: deque[CrashDetected] = deque(maxlen=ALERTS_KEPT)
         """Every crash alert since start, for the alerts list (`A`)."""
         self._notified: dict[tuple[str, str], float] = {}
@@ -119,6 +140,12 @@ class SpecopsApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
+        if self.settings.theme in self.available_themes:
+            self.theme = self.settings.theme
+        else:
+            self.notify(f"unknown theme {self.settings.theme!r} in settings", severity="warning")
+        if self.settings.keymap:
+            self.set_keymap(self.settings.keymap)
         if self.read_only:
             self.sub_title = "read-only"
         self.fleet.listen(self._forward)
@@ -147,6 +174,75 @@ class SpecopsApp(App[int]):
             self.post_message(CrashReceived(event))
         elif isinstance(event, InvocationChanged | ServiceReady):
             self.post_message(RunChanged(event))
+
+    # --- operator comfort: help, palette, copy, save, layout, errors ---------------------
+
+    def action_help(self) -> None:
+        if len(self.screen_stack) == 1:
+            live = [active.binding for active in self.screen.active_bindings.values()]
+            self.push_screen(HelpScreen(_with_app_bindings(live, _bindings(self.BINDINGS))))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:  # type: ignore[type-arg]
+        yield from super().get_system_commands(screen)
+        for command in palette_commands(_bindings(self.BINDINGS), self.host_names):
+            action = command.action
+            yield SystemCommand(command.title, command.help, lambda a=action: self._palette(a))
+
+    async def _palette(self, action: str) -> None:
+        await self.run_action(action)
+
+    def action_show_audit(self) -> None:
+        if len(self.screen_stack) == 1:
+            self.push_screen(AuditScreen())
+
+    def action_yank_view(self) -> None:
+        if view := self.main(JournalView):
+            text = view.visible_text()
+            self.copy_to_clipboard(text)  # OSC 52: reaches the local clipboard over SSH
+            self.notify(f"copied {text.count(chr(10)) + bool(text)} lines", title="clipboard")
+
+    def action_yank_line(self) -> None:
+        view = self.main(JournalView)
+        line = view.current_line() if view is not None else None
+        if line is not None:
+            self.copy_to_clipboard(line)
+            self.notify(line[:120], title="copied line", markup=False)
+
+    def action_save_view(self) -> None:
+        view = self.main(JournalView)
+        if view is None:
+            return
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        path = state_dir() / "saved" / f"{view.view_name}-{stamp}.log"
+        try:
+            write_atomic(path, "\n".join(view.lines) + "\n")
+        except OSError as exc:
+            self.notify(f"{path}: {exc.strerror}", title="save failed", severity="error")
+            return
+        self.notify(str(path), title=f"saved {len(view.lines)} lines", markup=False)
+
+    def action_toggle_stats(self) -> None:
+        if stats := self.main(StatsPanel):
+            self._stats_wanted = not stats.display
+            stats.display = self._stats_wanted
+
+    def on_resize(self, event: events.Resize) -> None:
+        compact = event.size.width < COMPACT_WIDTH or event.size.height < COMPACT_HEIGHT
+        self.screen_stack[0].set_class(compact, "-compact")
+        if (stats := self.main(StatsPanel)) is not None and self._stats_wanted is None:
+            stats.display = not compact
+
+    @on(Worker.StateChanged)
+    def _worker_failed(self, event: Worker.StateChanged) -> None:
+        """A failed background job becomes a notification; the app and the hosts go on."""
+        if event.state is WorkerState.ERROR:
+            error = event.worker.error
+            self.notify(
+                f"{event.worker.description or event.worker.name}: {type(error).__name__}: {error}",
+                title="background task failed",
+                severity="error",
+                markup=False,
+            )
 
     def _flush_journal(self) -> None:
         if view := self.main(JournalView):  # also behind a modal; none once shutting down
@@ -414,3 +510,13 @@ class SpecopsApp(App[int]):
         screen = RolloutScreen(self.fleet.sessions[plan.host], plan, RolloutOptions())
         self.push_screen(screen)
         screen.start(lambda result: self.fleet.refresh_status(result.host))
+
+
+def _with_app_bindings(live: list[Binding], app: Iterable[Binding]) -> list[Binding]:
+    """The screen's live bindings first, then app bindings that are shadowed or hidden."""
+    seen = {(b.action, b.description) for b in live}
+    return live + [b for b in app if (b.action, b.description) not in seen]
+
+
+def _bindings(declared: Iterable[Binding | tuple[str, ...]]) -> list[Binding]:
+    return [b for b in declared if isinstance(b, Binding)]

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from console.settings import state_dir
 from console.ssh import CommandRecord
-from console.state import state_dir
 
 log = logging.getLogger(__name__)
 

@@ -218,7 +218,9 @@ def run_tui(profiles: list[Profile], *, read_only: bool) -> int:
     from console.app import SpecopsApp  # the only place the CLI reaches for Textual
     from console.fleet import Fleet
 
-    app = SpecopsApp(Fleet(profiles, on_command=AuditLog().record), read_only=read_only)
+    settings = load_settings()
+    fleet = Fleet(profiles, on_command=AuditLog().record)
+    app = SpecopsApp(fleet, read_only=read_only, settings=settings)
     app.run()
     return app.return_code or 0
 

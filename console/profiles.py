@@ -99,7 +99,6 @@ def _check_regex(value: str) -> str:
 class JournalConfig(_Strict):
     patterns: tuple[str, ...] = ()
     """Regexes (Python syntax, searched anywhere in MESSAGE) that the default view shows."""
-    buffer_lines: int = Field(default=5000, ge=100, le=1_000_000)
 
     @field_validator("patterns")
     @classmethod

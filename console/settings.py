@@ -46,9 +46,7 @@ class Settings(BaseSettings):
     keymap: dict[str, str] = Field(default_factory=dict)
     """Binding id → keys, e.g. `{ "snapshot-host" = "ctrl+t", "quit" = "q,f10" }`."""
     journal_lines: int = Field(default=5000, ge=100, le=200_000)
-    """Lines kept per host for the journal view (the screen's ring buffer)."""
-    merged_lines: int = Field(default=10_000, ge=100, le=500_000)
-    """Lines kept for the merged all-hosts view."""
+    """Records kept per host, and for the merged view, by the journal view's ring buffers."""
     read_only: bool = False
     """Refuse every action that changes a host (same as `--read-only`)."""
     profiles_dir: Path | None = None

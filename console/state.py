@@ -21,12 +21,7 @@ from typing import Any
 
 from console.flags import FlagValue
 from console.profiles import NAME_RE
-
-
-def state_dir() -> Path:
-    """`$XDG_STATE_HOME/specops`, else `~/.local/state/specops` (tests point it elsewhere)."""
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "specops"
+from console.settings import state_dir
 
 
 def write_atomic(path: Path, text: str) -> None:

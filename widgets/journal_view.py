@@ -282,6 +282,23 @@ class JournalView(Log):
         if not self.is_vertical_scroll_end:
             self.user_paused = True  # reading a match: the tail must not move it away
 
+    # --- copy and save ---------------------------------------------------------------------
+
+    def visible_text(self) -> str:
+        """The lines on screen right now, as shown."""
+        top = int(self.scroll_offset.y)
+        return "\n".join(self.lines[top : top + self.scrollable_content_region.height])
+
+    def current_line(self) -> str | None:
+        """The line a search is on, else the newest line."""
+        if self.search_term is not None and self.search_matches:
+            return self.lines[self.search_matches[self.search_index]]
+        return self.lines[-1] if self.lines else None
+
+    @property
+    def view_name(self) -> str:
+        return "all-hosts" if self.merged else (self.host or "journal")
+
     def _update_subtitle(self) -> None:
         if self.show_all:
             what = "all lines"

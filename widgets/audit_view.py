@@ -1,0 +1,57 @@
+"""`L`: the remote actions specops took (the audit log), newest last."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Static
+
+from console.audit import AuditLog, AuditRecord
+
+SHOWN = 500
+
+
+class AuditScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    AuditScreen { align: center middle; }
+    AuditScreen > Vertical {
+        width: 95%; height: 90%; border: round $primary; background: $surface; padding: 0 1;
+    }
+    AuditScreen DataTable { height: 1fr; }
+    AuditScreen .hint { color: $text-muted; }
+    """
+    BINDINGS = [Binding("escape,L,q", "dismiss", "Close", id="audit-close")]
+
+    def __init__(self, log: AuditLog | None = None) -> None:
+        super().__init__()
+        self.audit = log or AuditLog()
+        self.records: deque[AuditRecord] = deque(self.audit.read(), maxlen=SHOWN)
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(
+                f"[b]remote actions[/b] — last {len(self.records)} of {self.audit.path}",
+                markup=True,
+            )
+            table: DataTable[str] = DataTable(cursor_type="row", zebra_stripes=True)
+            table.add_columns("time (UTC)", "host", "exit", "seconds", "command")
+            for r in self.records:
+                exit_text = "lost" if r.exit is None else str(r.exit)
+                table.add_row(
+                    r.time.replace("T", " ")[:23],
+                    r.host,
+                    exit_text,
+                    f"{r.duration_s:.3f}",
+                    r.command,
+                )
+            yield table
+            yield Static("escape: close · `specops audit --json` for the full log", classes="hint")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        if self.records:
+            table.move_cursor(row=len(self.records) - 1)
