@@ -32,6 +32,31 @@ NAMESPACES = {
 }
 
 
+TITLES = {
+    "quit": "app: quit (the hosts keep running)",
+    "help": "app: keys",
+    "flags-edit": "flags: edit the selected host's flags",
+    "snapshot-host": "snapshot: the selected host",
+    "snapshot-all": "snapshot: every host",
+    "all-lines": "journal: all lines / profile patterns",
+    "filter-edit": "journal: edit the filter",
+    "search-journal": "journal: search",
+    "search-next": "journal: older match",
+    "search-previous": "journal: newer match",
+    "merged-journal": "journal: merged all-hosts view / one host",
+    "pause-tail": "journal: pause / resume",
+    "resume-tail": "journal: resume the tail",
+    "yank-view": "journal: copy the visible lines",
+    "yank-line": "journal: copy the current line",
+    "save-view": "journal: save the view to a file",
+    "alerts-list": "view: crash alerts",
+    "audit-log": "view: audit log of remote actions",
+    "stats-toggle": "view: show / hide the stats panel",
+    "next-host": "host: next host",
+}
+"""Palette titles that read better than the footer's short descriptions."""
+
+
 @dataclass(frozen=True)
 class PaletteCommand:
     title: str
@@ -48,7 +73,9 @@ def palette_commands(bindings: Iterable[Binding], hosts: Iterable[str]) -> list[
     for b in bindings:
         if not b.description or not b.id or b.id.startswith("host-"):
             continue
-        title = f"{namespace(b.id)}: {b.description.lower()}"
+        if b.id.endswith(("-hide", "-close")):
+            continue
+        title = TITLES.get(b.id) or f"{namespace(b.id)}: {b.description.lower()}"
         keys = b.key_display or b.key
         commands.setdefault(title, PaletteCommand(title, f"key: {keys}", b.action))
     for index, host in enumerate(hosts, start=1):

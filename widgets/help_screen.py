@@ -24,7 +24,8 @@ def binding_rows(bindings: Iterable[Binding]) -> list[tuple[str, str, str]]:
             rows[key] = (f"{old[0]}, {keys}", old[1], old[2])
         else:
             rows[key] = (keys, b.description, b.id or "")
-    return list(rows.values())
+    # specops' own actions (they have ids) before the widgets' scrolling keys.
+    return sorted(rows.values(), key=lambda row: row[2] == "")
 
 
 class HelpScreen(ModalScreen[None]):
@@ -49,7 +50,7 @@ class HelpScreen(ModalScreen[None]):
         with Vertical():
             yield Static("[b]specops — keys[/b]")
             table: DataTable[str] = DataTable(cursor_type="row", zebra_stripes=True)
-            table.add_columns("key", "action", "id (remap in settings.toml [keymap])")
+            table.add_columns("key", "action", "id (to remap in settings.toml)")
             for row in self._rows:
                 table.add_row(*row)
             yield table

@@ -19,7 +19,19 @@ STATE_STYLE = {
     ConnState.CLOSED: "dim",
 }
 
-COLUMNS = ("#", "host", "connection", "unit", "budget", "topk", "graph", "nvls", "accept", "tok/s")
+COLUMNS = (
+    "#",
+    "host",
+    "connection",
+    "unit",
+    "budget",
+    "topk",
+    "graph",
+    "nvls",
+    "accept",
+    "tok/s",
+    "alerts",
+)
 
 
 @dataclass
@@ -34,6 +46,8 @@ class HostRow:
     """CUDA-graph state of the newest decode batch (None: no decode line yet this run)."""
     crashed: bool = False
     """A crash signature was seen and no later run has logged ready yet."""
+    alerts: int = 0
+    """Crash alerts for this host since the console started (the list is `A`)."""
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -95,6 +109,7 @@ class HostTable(DataTable[Text | str]):
             _flag(flags.get("nvls")),
             accept,
             tps,
+            Text(str(row.alerts), style="bold red") if row.alerts else "-",
         ]
         if row.crashed:
             alarm = self.get_component_rich_style("host-table--crashed", partial=True)
@@ -134,6 +149,8 @@ class HostTable(DataTable[Text | str]):
         self.refresh_host(name)
 
     def set_crashed(self, name: str, crashed: bool) -> None:
-        self.rows_by_name[name].crashed = crashed
+        row = self.rows_by_name[name]
+        row.alerts += crashed
+        row.crashed = crashed
         self.refresh_host(name)
         self.set_class(any(r.crashed for r in self.rows_by_name.values()), "-crashed")
