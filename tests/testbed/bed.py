@@ -8,14 +8,13 @@ drop-ins); `stop()` kills only what `start()` started and checks nothing is left
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import subprocess
 from pathlib import Path
 
 import asyncssh
 
-from console.profiles import Profile, load_fleet, load_profile
+from console.profiles import Profile, load_profile
 from console.sim.fleet import HOST_NAMES, render_profile
 from console.ssh import host_key_line
 from tests.testbed import layout, netns
@@ -164,9 +163,6 @@ class Testbed:
 
     # --- profiles ----------------------------------------------------------------------
 
-    def profiles(self) -> list[Profile]:
-        return load_fleet(self.profiles_dir)
-
     def profile(self, name: str, **ssh: object) -> Profile:
         """The host's profile; `ssh` overrides [ssh] fields (e.g. keepalive_interval_s)."""
         profile = load_profile(self.profiles_dir / f"{name}.toml")
@@ -177,13 +173,3 @@ class Testbed:
     def jump_profile(self) -> Profile:
         (path,) = self.jump_profiles_dir.glob("*.toml")
         return load_profile(path)
-
-
-@contextlib.contextmanager
-def running(directory: Path, hosts: int = 2) -> object:
-    bed = Testbed(directory, hosts)
-    bed.start()
-    try:
-        yield bed
-    finally:
-        bed.stop()

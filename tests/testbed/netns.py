@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-POOL = ipaddress.ip_network("10.213.0.0/16")
+POOL = ipaddress.IPv4Network("10.213.0.0/16")
 LOCK = Path("/run/lock/specops-testbed.lock")
 PREFIX = "sptb"  # netns, veth and cgroup names start with it
 NETNS_DIR = "/run/netns"  # `ip netns add` makes it a mount point the first time
@@ -69,11 +69,13 @@ def _used_networks() -> list[ipaddress.IPv4Network]:
     used: list[ipaddress.IPv4Network] = []
     for link in json.loads(ip("-j", "-4", "addr").stdout or "[]"):
         for info in link.get("addr_info", []):
-            used.append(ipaddress.ip_interface(f"{info['local']}/{info['prefixlen']}").network)
+            if info.get("family") == "inet":
+                address = f"{info['local']}/{info['prefixlen']}"
+                used.append(ipaddress.IPv4Interface(address).network)
     for route in json.loads(ip("-j", "-4", "route", "show", "table", "all").stdout or "[]"):
         dst = route.get("dst", "default")
         if dst != "default" and route.get("type", "unicast") == "unicast":
-            used.append(ipaddress.ip_network(dst, strict=False))
+            used.append(ipaddress.IPv4Network(dst, strict=False))
     return used
 
 

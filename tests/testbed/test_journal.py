@@ -11,6 +11,7 @@ for the unit since the follower started: same lines, same order, none twice.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -27,6 +28,12 @@ CYCLE = ("link down", "sshd killed", "service restarted", "link blip", "service 
 ROUNDS = 5
 """5 rounds of CYCLE plus one host reboot: 26 faults, 11 of them cut the connection."""
 CUTS = ("link down", "sshd killed", "host rebooted")
+
+
+def flowing(delivered: list[JournalEntry]) -> Callable[[], bool]:
+    """True once a few more lines than now have been delivered (the stream is live)."""
+    seen = len(delivered)
+    return lambda: len(delivered) > seen + 2
 
 
 async def inject(fault: str, host: Host, session: HostSession) -> None:
@@ -69,8 +76,7 @@ async def test_every_line_exactly_once_across_26_faults(bed: Testbed) -> None:
         plan = [fault for _ in range(ROUNDS) for fault in CYCLE]
         plan.insert(len(plan) // 2, "host rebooted")
         for fault in plan:
-            seen = len(delivered)
-            await until(lambda s=seen: len(delivered) > s + 2, 30, f"lines flowing before {fault}")
+            await until(flowing(delivered), 30, f"lines flowing before {fault}")
             await inject(fault, host, session)
             faults.append(fault)
         await until(lambda: follower.restarts > 1, 30, "follower resumed")
