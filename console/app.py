@@ -84,7 +84,8 @@ class SpecopsApp(App[int]):
     BINDINGS = [
         Binding("q", "quit", "Quit", id="quit"),
         Binding("f", "edit_flags", "Flags", id="flags-edit"),
-        Binding("tab", "next_host", "Next host", id="next-host", show=False),
+        # priority: otherwise the screen's focus-next takes tab before the app sees it.
+        Binding("tab", "next_host", "Next host", id="next-host", show=False, priority=True),
         Binding("s", "snapshot_host", "Snapshot", id="snapshot-host"),
         Binding("S", "snapshot_all", "Snapshot all", id="snapshot-all"),
         Binding("escape", "hide_snapshot", "Hide snapshot", id="snapshot-hide", show=False),
@@ -289,6 +290,9 @@ class SpecopsApp(App[int]):
             table.move_cursor(row=index - 1)
 
     def action_next_host(self) -> None:
+        if len(self.screen_stack) > 1:  # in a dialog, tab keeps its usual meaning
+            self.screen.focus_next()
+            return
         table = self.main(HostTable)
         if table is not None and self.host_names:
             table.move_cursor(row=(table.cursor_row + 1) % len(self.host_names))
