@@ -205,6 +205,7 @@ def run_demo(args: argparse.Namespace) -> int:
     timing = Timing(load_s=args.load_delay, decode_interval_s=args.decode_interval)
     if args.serve:
         return asyncio.run(serve_demo(Path(args.serve), args.hosts, timing))
+    require_terminal()
     with tempfile.TemporaryDirectory(prefix="specops-demo-") as tmp:
         sim = ThreadedSimFleet(SimFleet(Path(tmp), hosts=args.hosts, timing=timing))
         profiles = sim.start()
@@ -214,7 +215,17 @@ def run_demo(args: argparse.Namespace) -> int:
             sim.stop()
 
 
+def require_terminal() -> None:
+    """The TUI reads keys from a terminal; without one it would spin on EOF forever."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError(
+            "the TUI needs a terminal on stdin and stdout; "
+            "for scripts use `specops status`, `tail`, `flags`, `set` or `snapshot`"
+        )
+
+
 def run_tui(profiles: list[Profile], *, read_only: bool) -> int:
+    require_terminal()
     from console.app import SpecopsApp  # the only place the CLI reaches for Textual
     from console.fleet import Fleet
 

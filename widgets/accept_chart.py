@@ -58,9 +58,9 @@ class AcceptChart(Vertical):
         self.query_one(f"#spark-{i}", Sparkline).data = shown
         label = self.query_one(f"#value-{i}", Label)
         if shown:
-            label.update(f"{shown[-1]:.2f}  ({min(shown):.2f}–{max(shown):.2f})")
+            label.update(f"{shown[-1]:.2f}  ({min(shown):.2f}–{max(shown):.2f})", layout=False)
         else:
-            label.update("-")
+            label.update("-", layout=False)  # fixed width (CSS): no screen layout
 
     def select(self, host: str) -> None:
         for i, name in enumerate(self.hosts):

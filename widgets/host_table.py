@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey
 
 from console.events import FlagValue, ServiceStatus
 from console.ssh import ConnState, HostState
@@ -119,7 +121,10 @@ class HostTable(DataTable[Text | str]):
     def refresh_host(self, name: str) -> None:
         row = self.rows_by_name[name]
         for column, value in zip(COLUMNS, self._cells(row), strict=True):
-            self.update_cell(name, column, value, update_width=True)
+            # Widening a column lays out the whole screen: only when the value needs it.
+            width = value.cell_len if isinstance(value, Text) else cell_len(value)
+            wider = width > self.columns[ColumnKey(column)].content_width
+            self.update_cell(name, column, value, update_width=wider)
 
     def set_state(self, state: HostState) -> None:
         self.rows_by_name[state.host].state = state

@@ -18,6 +18,8 @@ from rich.highlighter import Highlighter
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
+from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.widgets import Input, Log
 
 from console.journal import JournalEntry, LineFilter
@@ -69,6 +71,11 @@ class PromptInput(Input):
 
 
 class JournalView(Log):
+    # Log grows its virtual size with every write, and Textual lays out the whole screen
+    # on any virtual size change: 20 full layouts a second while lines pour in. The log's
+    # own box never changes size, so only its scrollbars need updating (see the watcher).
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
+
     """Shows one host (or all, merged); each host's records are kept in its own ring buffer."""
 
     COMPONENT_CLASSES = {"journal-view--match"}
@@ -105,6 +112,13 @@ class JournalView(Log):
         self._fresh = 0
         """Lines added to `_pending` since the last flush."""
         self._host_width = 0
+
+    def watch_virtual_size(self, size: Size) -> None:
+        bars = (self.show_vertical_scrollbar, self.show_horizontal_scrollbar)
+        self._scroll_update(size)
+        # A scrollbar appearing or going changes the content region: that needs a layout.
+        changed = bars != (self.show_vertical_scrollbar, self.show_horizontal_scrollbar)
+        self.refresh(layout=changed)
 
     # --- what to show ------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ class StatsPanel(Static):
     def __init__(self, **kwargs: object) -> None:
         super().__init__("", **kwargs)  # type: ignore[arg-type]
         self.host: str | None = None
+        self._first_draw = True
         self.summaries: dict[str, SeriesSummary] = {}
         """What the panel shows now, by series name."""
         self.border_title = "stats"
@@ -45,7 +46,10 @@ class StatsPanel(Static):
             )
             for i, (window, stats) in enumerate(windows):
                 table.add_row(label if i == 0 else "", window, *_cells(stats, fmt))
-        self.update(table)
+        # Same rows every time: only the first draw can change the panel's size, and a
+        # layout of the whole screen every second is what made the UI stutter.
+        self.update(table, layout=self._first_draw)
+        self._first_draw = False
 
 
 def _cells(stats: Stats | None, fmt: str) -> list[str]:

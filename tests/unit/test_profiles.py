@@ -112,3 +112,20 @@ def test_duplicate_names_in_a_fleet(tmp_path: Path) -> None:
 def test_empty_directory_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match=r"no \*\.toml"):
         load_fleet(tmp_path)
+
+
+def test_the_tui_refuses_to_start_without_a_terminal(tmp_path: Path) -> None:
+    """Run from a script or cron, the TUI must fail at once (it would spin on EOF)."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "console", "demo"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2
+    assert "needs a terminal" in result.stderr
