@@ -19,7 +19,7 @@ from console.events import Event, JournalBatch
 from console.fleet import Fleet
 
 
-async def run(sim: SimServer, checkpoints: list[int]) -> list[dict[str, Any]]:
+async def run(sim: SimServer, checkpoints: list[int], rate: float) -> list[dict[str, Any]]:
     profile = sim.profiles[0]
     app = SpecopsApp(Fleet(sim.profiles, history=0))
     highest = [0]
@@ -39,7 +39,7 @@ async def run(sim: SimServer, checkpoints: list[int]) -> list[dict[str, Any]]:
         await asyncio.sleep(1.0)
         rows.append({"lines": 0, "rss_mb": rss_mb(), "seconds": 0.0})
         t0 = time.monotonic()
-        await asyncio.to_thread(sim.emit, profile, 0, checkpoints[-1])
+        await asyncio.to_thread(sim.emit, profile, rate, checkpoints[-1])
         for target in checkpoints:
             while highest[0] < target:
                 await pilot.pause(0.5)
@@ -53,13 +53,15 @@ async def run(sim: SimServer, checkpoints: list[int]) -> list[dict[str, Any]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--checkpoints", default="1000000,10000000")
+    parser.add_argument("--rate", type=float, default=20000, help="lines/s (0: flat out)")
     args = parser.parse_args()
     checkpoints = sorted(int(c) for c in args.checkpoints.split(","))
     with sim_fleet(hosts=1) as sim:
-        rows = asyncio.run(run(sim, checkpoints))
-    report(
-        "memory", "RSS of the headless app while ingesting", ["lines", "seconds", "rss_mb"], rows
-    )
+        rows = asyncio.run(run(sim, checkpoints, args.rate))
+    for row in rows:
+        row["rate"] = args.rate or "max"
+    columns = ["rate", "lines", "seconds", "rss_mb"]
+    report("memory", "RSS of the headless app while ingesting", columns, rows)
 
 
 if __name__ == "__main__":

@@ -75,6 +75,8 @@ METRICS_INTERVAL_S = 0.25
 ALERTS_KEPT = 200
 ALERT_TIMEOUT_S = 30.0
 GC_THRESHOLDS = (10_000, 50, 1000)
+MAX_QUEUED_MESSAGES = 100
+"""Engine events waiting for the app beyond which the journal followers pause."""
 COMPACT_WIDTH, COMPACT_HEIGHT = 120, 34
 """Below either, the stats panel folds away (`t` shows it) so the journal keeps its rows."""
 
@@ -159,6 +161,9 @@ class SpecopsApp(App[int]):
         if self.read_only:
             self.sub_title = "read-only"
         self.fleet.listen(self._forward)
+        # Back-pressure: while the app is behind, the followers stop reading and the lines
+        # wait in the hosts' journals (no loss) instead of in this process's memory.
+        self.fleet.pressure = lambda: self.message_queue_size > MAX_QUEUED_MESSAGES
         self.fleet.start()
         if self.host_names:
             self.query_one(JournalView).show_host(self.host_names[0])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from console import remote
 from console.events import CrashDetected, Event, HostStateChanged, JournalBatch, ServiceStatus
@@ -22,6 +22,8 @@ from console.ssh import CommandRecord, ConnState, HostSession, HostState, Remote
 log = logging.getLogger(__name__)
 
 Listener = Callable[[Event], None]
+
+PRESSURE_POLL_S = 0.01
 
 
 async def read_status(session: HostSession, with_flags: bool = True) -> ServiceStatus:
@@ -79,6 +81,10 @@ class Fleet:
         # fallback. Polling every host every few seconds costs more than everything else
         # an idle fleet does.
         self._dirty: dict[str, asyncio.Event] = {}
+        self.pressure: Callable[[], bool] | None = None
+        """True while a consumer is behind: followers stop reading (SSH flow control then
+        holds the lines on the host, in its journal) until it is False again. Nothing is
+        dropped; the journal is late instead of the process growing without bound."""
 
     def refresh_status(self, name: str) -> None:
         """Ask for the host's unit status to be read again now."""
@@ -116,8 +122,14 @@ class Fleet:
                 self.followers[name] = follower
                 self._tasks.append(asyncio.create_task(follower.run(), name=f"journal:{name}"))
 
-    def _journal_delivery(self, name: str) -> Callable[[list[JournalEntry]], None]:
-        def deliver(entries: list[JournalEntry]) -> None:
+    async def _wait_for_room(self) -> None:
+        while self.pressure is not None and self.pressure():
+            await asyncio.sleep(PRESSURE_POLL_S)
+
+    def _journal_delivery(
+        self, name: str
+    ) -> Callable[[list[JournalEntry]], Awaitable[None] | None]:
+        def deliver(entries: list[JournalEntry]) -> Awaitable[None] | None:
             known = self.status.get(name)
             current = known.invocation_id if known is not None else None
             if any(e.pid == "1" or (e.invocation and e.invocation != current) for e in entries):
@@ -130,6 +142,9 @@ class Fleet:
                     self._tasks.append(asyncio.create_task(self._crash_with_flags(event)))
                 else:
                     self.emit(event)
+            if self.pressure is not None and self.pressure():
+                return self._wait_for_room()
+            return None
 
         return deliver
 
