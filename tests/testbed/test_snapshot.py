@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from console.manifest import MANIFEST_NAME, PART_SUFFIX
 from tests.testbed.bed import Testbed
 from tests.testbed.hosts import Host, wait_for
 from tests.testbed.layout import UNIT
+from tests.testbed.watch import kill_on_file, on_file
 
 pytestmark = pytest.mark.testbed
 
@@ -120,12 +120,11 @@ def big(bed: Testbed) -> Iterator[Path]:
     path.unlink(missing_ok=True)
 
 
-def part_growing(package: Path, host: Host) -> bool:
-    part = package / "bench" / f"results_{host.name}" / (BIG + PART_SUFFIX)
-    try:
-        return part.stat().st_size > 0
-    except FileNotFoundError:
-        return False
+def results(package: Path, host: Host) -> Path:
+    """The host's bench directory in the package, made ahead so it can be watched."""
+    directory = package / "bench" / f"results_{host.name}"
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
 
 
 def identical(copy: Path, original: Path) -> bool:
@@ -147,9 +146,10 @@ async def test_sshd_killed_mid_transfer_leaves_nothing_partial_and_a_rerun_compl
     host = bed.hosts[0]
     quiesce(host)
     package = tmp_path / "pkg"
+    watched = results(package, host)
     run = asyncio.create_task(snapshot(bed, package, host.name))
-    await asyncio.to_thread(wait_for, lambda: part_growing(package, host), 60, "transfer began")
-    assert host.kill_sshd()
+    part = await asyncio.to_thread(on_file, watched, BIG + PART_SUFFIX, 60, host.kill_sshd)
+    assert part is not None, "the transfer never began"
     assert await run == 1
     out = capsys.readouterr().out
     assert "FAILED" in out and f"/root/bench_results_opt/{BIG} → " in out
@@ -177,9 +177,10 @@ async def test_a_link_lost_mid_transfer_is_reported_once_as_lost(
     host = bed.hosts[0]
     quiesce(host)
     package = tmp_path / "pkg"
+    watched = results(package, host)
     run = asyncio.create_task(snapshot(bed, package, host.name))
-    await asyncio.to_thread(wait_for, lambda: part_growing(package, host), 60, "transfer began")
-    assert host.kill_sshd()
+    part = await asyncio.to_thread(on_file, watched, BIG + PART_SUFFIX, 60, host.kill_sshd)
+    assert part is not None, "the transfer never began"
     assert await run == 1
     out = capsys.readouterr().out
     assert "connection lost after" in out
@@ -195,13 +196,11 @@ def test_a_console_killed_mid_transfer_leaves_no_partial_file_under_a_real_name(
     package = tmp_path / "pkg"
     console = [sys.executable, "-m", "console", "snapshot", host.name, "--package", str(package)]
     console += ["--profiles", str(bed.profiles_dir)]
+    watched = results(package, host)
     proc = subprocess.Popen(console, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 60
-    while not part_growing(package, host) and proc.poll() is None:
-        assert time.monotonic() < deadline, "the transfer never began"
-        time.sleep(0.005)
-    os.kill(proc.pid, signal.SIGKILL)
+    part = kill_on_file(proc.pid, watched, BIG + PART_SUFFIX, 60)
     output = proc.communicate()[0]
+    assert part is not None, f"the transfer never began:\n{output}"
     assert proc.returncode == -signal.SIGKILL, output
     assert_nothing_partial(package, host)
     assert not (package / "bench" / f"results_{host.name}" / BIG).exists()

@@ -1,9 +1,10 @@
-"""SIGKILL a process the instant a file appears in a host's directory (inotify, real-time).
+"""Act the instant a file appears in a directory (inotify, real-time priority).
 
 Killing "mid-write" by polling loses the race on a busy machine: the console writes a
-drop-in to a temp name and renames it within a millisecond. The watcher blocks in inotify
-at real-time priority, so it runs the moment the kernel reports the file, and the console is
-dead before its next command (which needs a network round trip) can leave it.
+drop-in to a temp name and renames it within a millisecond, and copies a bench file in a
+fraction of a second. The watcher blocks in inotify at real-time priority, so it runs the
+moment the kernel reports the file: the console is dead (or the link cut) before its next
+step, which needs a network round trip, can happen.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import select
 import signal
 import struct
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 IN_CREATE = 0x100
@@ -25,8 +27,15 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 
 def kill_on_file(pid: int, directory: Path, suffix: str, timeout: float) -> str | None:
+    """SIGKILL `pid` the instant a file named `*suffix` appears in `directory`."""
+    return on_file(directory, suffix, timeout, lambda: os.kill(pid, signal.SIGKILL))
+
+
+def on_file(
+    directory: Path, suffix: str, timeout: float, action: Callable[[], object]
+) -> str | None:
     """Wait for a file whose name ends with `suffix` to be created or renamed into
-    `directory`; SIGKILL `pid` at once. Returns the name seen, None on timeout."""
+    `directory`, then run `action` at once. Returns the name seen, None on timeout."""
     fd = _libc.inotify_init1(os.O_CLOEXEC)
     if fd < 0:
         raise OSError(ctypes.get_errno(), "inotify_init1")
@@ -47,7 +56,7 @@ def kill_on_file(pid: int, directory: Path, suffix: str, timeout: float) -> str 
                 name = raw.rstrip(b"\0").decode()
                 offset += _EVENT.size + length
                 if name.endswith(suffix):
-                    os.kill(pid, signal.SIGKILL)
+                    action()
                     return name
         return None
     finally:
