@@ -65,3 +65,39 @@ async def test_status_follows_a_restart_without_waiting_for_the_poll(
     )
     assert isinstance(second, ServiceStatus) and second.active_state == "active"
     await fleet.stop()
+
+
+async def test_back_pressure_pauses_reading_and_loses_nothing(
+    sim: SimFleet, profiles: list[Profile]
+) -> None:
+    """A consumer that is behind stops the followers; the lines wait in the host's journal."""
+    host = sim.hosts[profiles[0].name]
+    events: list[Event] = []
+    fleet = Fleet(profiles[:1], history=0)
+    behind = [False]
+    fleet.pressure = lambda: behind[0]
+    fleet.listen(events.append)
+    fleet.start()
+    await fleet.sessions[profiles[0].name].wait_connected(10)
+    await wait_for(events, lambda e: isinstance(e, JournalBatch))
+
+    def numbered() -> list[int]:
+        return [
+            int(entry.message.rsplit("n=", 1)[1])
+            for e in events
+            if isinstance(e, JournalBatch)
+            for entry in e.entries
+            if "bp-line n=" in entry.message
+        ]
+
+    host.journal.append("sglang-k26-ddtree.service", "[2026-12-02 10:00:00] bp-line n=0")
+    await wait_for(events, lambda e: 0 in numbered())
+    behind[0] = True  # the next delivered batch shuts the gate behind it
+    for n in range(1, 200):
+        host.journal.append("sglang-k26-ddtree.service", f"[2026-12-02 10:00:00] bp-line n={n}")
+    await asyncio.sleep(0.5)
+    assert max(numbered()) < 199  # paused: the rest waits on the host
+    behind[0] = False
+    await wait_for(events, lambda e: 199 in numbered())
+    assert numbered() == list(range(200))
+    await fleet.stop()
