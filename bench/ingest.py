@@ -31,6 +31,22 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def row(
+    client: str, rate: float, count: int, seen: set[int], start: int, seconds: float, cpu: float
+) -> dict[str, object]:
+    """One result line: what arrived of lines start..start+count-1, how fast, at what cost."""
+    got = len([s for s in seen if start <= s < start + count])
+    return {
+        "client": client,
+        "rate": rate or "max",
+        "lines": count,
+        "delivered": got,
+        "lost": count - got,
+        "lines_per_s": got / seconds,
+        "cpu_s_per_M": cpu / max(got, 1) * 1e6,
+    }
+
+
 def run_raw(
     sim: SimServer, profile: Profile, rate: float, count: int, start: int
 ) -> dict[str, object]:
@@ -74,16 +90,7 @@ def run_raw(
     ssh.wait()
     proc.wait()
     cpu = children_cpu() - cpu0
-    got = len([s for s in seen if start <= s <= last])
-    return {
-        "client": "raw ssh|grep",
-        "rate": rate or "max",
-        "lines": count,
-        "delivered": got,
-        "lost": count - got,
-        "lines_per_s": got / (end - t0),
-        "cpu_s_per_M": cpu / max(got, 1) * 1e6,
-    }
+    return row("raw ssh|grep", rate, count, seen, start, end - t0, cpu)
 
 
 async def run_engine(
@@ -124,16 +131,7 @@ async def run_engine(
     end = finish[0] or time.monotonic()
     cpu = time.process_time() - cpu0
     await fleet.stop()
-    got = len([s for s in seen if start <= s <= last])
-    return {
-        "client": "specops engine",
-        "rate": rate or "max",
-        "lines": count,
-        "delivered": got,
-        "lost": count - got,
-        "lines_per_s": got / (end - t0),
-        "cpu_s_per_M": cpu / max(got, 1) * 1e6,
-    }
+    return row("specops engine", rate, count, seen, start, end - t0, cpu)
 
 
 def main() -> None:

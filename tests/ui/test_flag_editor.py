@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,7 @@ from console.fleet import Fleet
 from console.profiles import load_fleet
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
+from tests.ui.support import until
 from widgets.flag_editor import FlagEditorScreen
 from widgets.host_table import HostTable
 from widgets.rollout_view import RolloutScreen
@@ -31,14 +32,6 @@ async def fleet(tmp_path: Path) -> AsyncIterator[SimFleet]:
     await sim.start()
     yield sim
     await asyncio.wait_for(sim.stop(), 10)
-
-
-async def until(pilot: Pilot[int], predicate: Callable[[], bool], timeout: float = 15) -> None:
-    for _ in range(int(timeout / 0.05)):
-        if predicate():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("condition not reached in time")
 
 
 def text_of(static: Static) -> str:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from console.journal import LineFilter
 from console.profiles import load_fleet
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
+from tests.ui.support import until
 from widgets.journal_view import JournalView, PromptInput
 
 FAST = Timing(load_s=0.3, decode_interval_s=0.1)
@@ -29,14 +29,6 @@ async def sim(tmp_path: Path) -> AsyncIterator[SimFleet]:
     await fleet.start()
     yield fleet
     await asyncio.wait_for(fleet.stop(), 10)
-
-
-async def until(pilot: Pilot[int], predicate: Callable[[], object], timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await pilot.pause(0.02)
 
 
 async def type_into(pilot: Pilot[int], text: str) -> None:

@@ -4,13 +4,11 @@ remapped keys, and an app that survives dead hosts, junk lines and failing jobs.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from textual.command import CommandPalette
-from textual.pilot import Pilot
 
 from console.app import SpecopsApp
 from console.audit import AuditLog
@@ -19,6 +17,7 @@ from console.profiles import load_fleet
 from console.settings import Settings, state_dir
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
+from tests.ui.support import until
 from widgets.audit_view import AuditScreen
 from widgets.help_screen import HelpScreen
 from widgets.host_table import HostTable
@@ -36,14 +35,6 @@ async def sim(tmp_path: Path) -> AsyncIterator[SimFleet]:
     await fleet.start()
     yield fleet
     await asyncio.wait_for(fleet.stop(), 10)
-
-
-async def until(pilot: Pilot[int], predicate: Callable[[], object], timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await pilot.pause(0.05)
 
 
 def live_app(sim: SimFleet, **kwargs: object) -> SpecopsApp:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +23,7 @@ from console.profiles import load_fleet
 from console.sim.fleet import SimFleet
 from console.sim.host import SimHost
 from console.sim.sglang import Timing
+from tests.ui.support import until
 from widgets.accept_chart import AcceptChart
 from widgets.alerts import AlertsScreen
 from widgets.host_table import HostTable
@@ -39,14 +40,6 @@ async def quiet_host(tmp_path: Path) -> AsyncIterator[SimFleet]:
     await sim.start()
     yield sim
     await asyncio.wait_for(sim.stop(), 10)
-
-
-async def until(pilot: Pilot[int], predicate: Callable[[], object], timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await pilot.pause(0.02)
 
 
 def log(host: SimHost, message: str, invocation: str | None = None, pid: str | None = None) -> None:
