@@ -90,12 +90,14 @@ class BootError(RuntimeError):
     pass
 
 
-def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None:
+def wait_for(
+    predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05
+) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
             raise TimeoutError(f"testbed: {what} (not within {timeout:.0f}s)")
-        time.sleep(0.05)
+        time.sleep(interval)
 
 
 def cgroup2_root() -> Path:
@@ -346,15 +348,19 @@ class Host:
     def link_up(self) -> None:
         set_link(self.link, up=True)
 
+    def signal_all(self, comm: str, sig: signal.Signals) -> list[int]:
+        """Send `sig` to every process of the host named `comm`; their PIDs."""
+        sent = []
+        for proc in self.processes():
+            if proc.comm == comm:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, sig)
+                    sent.append(proc.pid)
+        return sent
+
     def kill_sshd(self) -> list[int]:
         """SIGKILL every sshd of the host (listener and sessions); systemd restarts it."""
-        killed = []
-        for proc in self.processes():
-            if proc.comm == "sshd":
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGKILL)
-                    killed.append(proc.pid)
-        return killed
+        return self.signal_all("sshd", signal.SIGKILL)
 
     def kill_service(self, unit: str = layout.UNIT) -> Proc:
         """SIGKILL the unit's main process (systemd's Restart=on-failure takes it from there)."""

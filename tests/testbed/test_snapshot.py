@@ -25,7 +25,7 @@ from console.manifest import MANIFEST_NAME, PART_SUFFIX
 from tests.testbed.bed import Testbed
 from tests.testbed.hosts import Host, wait_for
 from tests.testbed.layout import UNIT
-from tests.testbed.watch import kill_on_file, on_file
+from tests.testbed.watch import kill_on_file
 
 pytestmark = pytest.mark.testbed
 
@@ -127,6 +127,22 @@ def results(package: Path, host: Host) -> Path:
     return directory
 
 
+def cut_mid_transfer(host: Host, part: Path, timeout: float = 60) -> None:
+    """Once bytes are arriving in `part`: freeze the host's sftp-server (the copy stalls
+    halfway), then SIGKILL sshd, as a host dying under a transfer would."""
+
+    def arriving() -> bool:
+        try:
+            return part.stat().st_size > 0
+        except FileNotFoundError:
+            return False
+
+    wait_for(arriving, timeout, "transfer began", interval=0.001)
+    assert host.signal_all("sftp-server", signal.SIGSTOP), "no sftp-server on the host"
+    assert host.kill_sshd()
+    host.signal_all("sftp-server", signal.SIGKILL)  # stopped: it would never see its EOF
+
+
 def identical(copy: Path, original: Path) -> bool:
     return copy.read_bytes() == original.read_bytes()
 
@@ -146,10 +162,9 @@ async def test_sshd_killed_mid_transfer_leaves_nothing_partial_and_a_rerun_compl
     host = bed.hosts[0]
     quiesce(host)
     package = tmp_path / "pkg"
-    watched = results(package, host)
+    part = results(package, host) / (BIG + PART_SUFFIX)
     run = asyncio.create_task(snapshot(bed, package, host.name))
-    part = await asyncio.to_thread(on_file, watched, BIG + PART_SUFFIX, 60, host.kill_sshd)
-    assert part is not None, "the transfer never began"
+    await asyncio.to_thread(cut_mid_transfer, host, part)
     assert await run == 1
     out = capsys.readouterr().out
     assert "FAILED" in out and f"/root/bench_results_opt/{BIG} → " in out
@@ -177,10 +192,9 @@ async def test_a_link_lost_mid_transfer_is_reported_once_as_lost(
     host = bed.hosts[0]
     quiesce(host)
     package = tmp_path / "pkg"
-    watched = results(package, host)
+    part = results(package, host) / (BIG + PART_SUFFIX)
     run = asyncio.create_task(snapshot(bed, package, host.name))
-    part = await asyncio.to_thread(on_file, watched, BIG + PART_SUFFIX, 60, host.kill_sshd)
-    assert part is not None, "the transfer never began"
+    await asyncio.to_thread(cut_mid_transfer, host, part)
     assert await run == 1
     out = capsys.readouterr().out
     assert "connection lost after" in out
