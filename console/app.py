@@ -53,8 +53,6 @@ from widgets.journal_view import JournalView, PromptInput
 from widgets.messages import (
     CrashReceived,
     HostStateUpdated,
-    JournalReceived,
-    MetricsReceived,
     RunChanged,
     ServiceStatusUpdated,
     SnapshotFinished,
@@ -75,8 +73,10 @@ METRICS_INTERVAL_S = 0.25
 ALERTS_KEPT = 200
 ALERT_TIMEOUT_S = 30.0
 GC_THRESHOLDS = (10_000, 50, 1000)
-MAX_QUEUED_MESSAGES = 100
-"""Engine events waiting for the app beyond which the journal followers pause."""
+MAX_INBOX_RECORDS = 20_000
+"""Journal records waiting for the view beyond which the followers pause (back-pressure)."""
+DRAIN_BUDGET_S = 0.012
+"""Time one flush may spend taking records from the inbox; the rest waits a tick."""
 COMPACT_WIDTH, COMPACT_HEIGHT = 120, 34
 """Below either, the stats panel folds away (`t` shows it) so the journal keeps its rows."""
 
@@ -130,6 +130,8 @@ class SpecopsApp(App[int]):
         """Every crash alert since start, for the alerts list (`A`)."""
         self._notified: dict[tuple[str, str], float] = {}
         self._metrics_due: dict[str, MetricsUpdated] = {}
+        self._inbox: deque[JournalBatch] = deque()
+        self._inbox_records = 0
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -163,7 +165,7 @@ class SpecopsApp(App[int]):
         self.fleet.listen(self._forward)
         # Back-pressure: while the app is behind, the followers stop reading and the lines
         # wait in the hosts' journals (no loss) instead of in this process's memory.
-        self.fleet.pressure = lambda: self.message_queue_size > MAX_QUEUED_MESSAGES
+        self.fleet.pressure = lambda: self._inbox_records > MAX_INBOX_RECORDS
         self.fleet.start()
         if self.host_names:
             self.query_one(JournalView).show_host(self.host_names[0])
@@ -184,9 +186,12 @@ class SpecopsApp(App[int]):
         elif isinstance(event, ServiceStatus):
             self.post_message(ServiceStatusUpdated(event))
         elif isinstance(event, JournalBatch):
-            self.post_message(JournalReceived(event))
+            # The firehose skips the message queue: a key press must never wait behind
+            # hundreds of queued batches. The flush timer drains this inbox in slices.
+            self._inbox.append(event)
+            self._inbox_records += len(event.entries)
         elif isinstance(event, MetricsUpdated):
-            self.post_message(MetricsReceived(event))
+            self._metrics_due[event.host] = event  # drawn by the metrics timer
         elif isinstance(event, CrashDetected):
             self.post_message(CrashReceived(event))
         elif isinstance(event, InvocationChanged | ServiceReady):
@@ -262,8 +267,15 @@ class SpecopsApp(App[int]):
             )
 
     def _flush_journal(self) -> None:
-        if view := self.main(JournalView):  # also behind a modal; none once shutting down
-            view.flush()
+        view = self.main(JournalView)  # also behind a modal; none once shutting down
+        if view is None:
+            return
+        deadline = time.perf_counter() + DRAIN_BUDGET_S
+        while self._inbox and time.perf_counter() < deadline:
+            batch = self._inbox.popleft()
+            self._inbox_records -= len(batch.entries)
+            view.add(batch.host, batch.entries)
+        view.flush()
 
     def main(self, kind: type[W], selector: str | None = None) -> W | None:
         """A widget of the main screen, whatever is on top of it; None once it is gone.
@@ -287,11 +299,6 @@ class SpecopsApp(App[int]):
     def _service_status(self, message: ServiceStatusUpdated) -> None:
         if table := self.main(HostTable):
             table.set_status(message.event)
-
-    @on(JournalReceived)
-    def _journal(self, message: JournalReceived) -> None:
-        if view := self.main(JournalView):
-            view.add(message.event.host, message.event.entries)
 
     @on(DataTable.RowHighlighted, "#hosts")
     def _row_highlighted(self, message: DataTable.RowHighlighted) -> None:
@@ -330,11 +337,6 @@ class SpecopsApp(App[int]):
         monitor = self.fleet.monitors[host]
         panel.show(host, {n: monitor.summary(n) for n in ("accept_len", "gen_throughput")})
         chart.select(host)
-
-    @on(MetricsReceived)
-    def _metrics(self, message: MetricsReceived) -> None:
-        # Drawn on the next tick: a fast host must not turn every line into a layout pass.
-        self._metrics_due[message.event.host] = message.event
 
     def _draw_metrics(self) -> None:
         chart, table = self.main(AcceptChart), self.main(HostTable)

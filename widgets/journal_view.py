@@ -70,6 +70,9 @@ class PromptInput(Input):
         self.screen.query_one(JournalView).focus()
 
 
+REDRAW_RECORDS = 1000
+
+
 class JournalView(Log):
     # Log grows its virtual size with every write, and Textual lays out the whole screen
     # on any virtual size change: 20 full layouts a second while lines pour in. The log's
@@ -184,9 +187,15 @@ class JournalView(Log):
             self._update_subtitle()
 
     def rerender(self) -> None:
-        """Draw the current view again from the buffers (host, filter or mode changed)."""
+        """Draw the current view again from the buffers (host, filter or mode changed).
+
+        Only the newest `REDRAW_RECORDS` records are drawn at once: selecting a host is a
+        key press and must repaint at once, while drawing every buffered record took
+        60-150 ms with full buffers (bench/ui.py keys). New lines extend the scrollback again.
+        """
         lines: list[str] = []
-        for host, record in self._shown():
+        shown = list(self._shown())
+        for host, record in shown[-REDRAW_RECORDS:]:
             lines.extend(self._render_record(host, record))
         self._pending = []
         self._fresh = self.pending_lines = 0

@@ -1,4 +1,8 @@
-"""Textual messages carrying the engine's domain events into the widget tree."""
+"""Textual messages carrying the engine's domain events into the widget tree.
+
+Journal batches and metric updates do not travel as messages: they are many, and the app
+drains them on its timers (console/app.py) so that keys never queue behind them.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,6 @@ from console.events import (
     CrashDetected,
     HostStateChanged,
     InvocationChanged,
-    JournalBatch,
-    MetricsUpdated,
     ServiceReady,
     ServiceStatus,
     SnapshotProgress,
@@ -27,22 +29,6 @@ class ServiceStatusUpdated(Message):
     def __init__(self, event: ServiceStatus) -> None:
         super().__init__()
         self.event = event
-
-
-class JournalReceived(Message):
-    def __init__(self, event: JournalBatch) -> None:
-        super().__init__()
-        self.event = event
-
-
-class MetricsReceived(Message):
-    def __init__(self, event: MetricsUpdated) -> None:
-        super().__init__()
-        self.event = event
-
-    def can_replace(self, message: Message) -> bool:
-        # The views read the engine's series: only the newest update of a host matters.
-        return isinstance(message, MetricsReceived) and message.event.host == self.event.host
 
 
 class CrashReceived(Message):

@@ -27,7 +27,7 @@ from tests.ui.support import until
 from widgets.accept_chart import AcceptChart
 from widgets.alerts import AlertsScreen
 from widgets.host_table import HostTable
-from widgets.messages import CrashReceived, MetricsReceived
+from widgets.messages import CrashReceived
 from widgets.stats_panel import StatsPanel
 
 UNIT = "sglang-k26-ddtree.service"
@@ -96,7 +96,6 @@ async def test_known_decode_lines_reach_the_chart_and_the_stats(quiet_host: SimF
         shown_after = time.monotonic() - sent
         stats = app.query_one(StatsPanel)
         await until(pilot, lambda: _count(stats, "accept_len") == 4)
-        assert any(isinstance(m, MetricsReceived) for m in messages)
 
         # By hand: mean (4.20 + 4.40 + 5.40 + 4.80) / 4 = 4.70; median (4.40 + 4.80) / 2 = 4.60.
         summary = stats.summaries["accept_len"]
