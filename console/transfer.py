@@ -150,7 +150,20 @@ async def remote_hashes(session: HostSession, paths: Sequence[str]) -> dict[str,
 
 
 def _lost(exc: BaseException) -> bool:
-    return isinstance(exc, asyncssh.DisconnectError | asyncssh.ChannelOpenError | BrokenPipeError)
+    """The link (not the file) failed: stop this host instead of trying every other file.
+
+    A real sshd dying mid-transfer surfaces as a reset socket or a lost SFTP session, and
+    every later request as "Connection not open"; asyncssh's own disconnect errors cover the
+    simulated host's aborts.
+    """
+    return isinstance(
+        exc,
+        asyncssh.DisconnectError
+        | asyncssh.ChannelOpenError
+        | asyncssh.SFTPConnectionLost
+        | asyncssh.SFTPNoConnection
+        | ConnectionError,
+    )
 
 
 def human_size(n: int) -> str:

@@ -180,12 +180,6 @@ async def test_sshd_killed_mid_transfer_leaves_nothing_partial_and_a_rerun_compl
     assert sha256sum_check(package).returncode == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="console/transfer.py `_lost` misses what a real sshd's death raises "
-    "(ConnectionResetError, asyncssh.SFTPConnectionLost): the host goes on through every "
-    "remaining file ('Connection not open') instead of stopping with 'connection lost after'",
-)
 async def test_a_link_lost_mid_transfer_is_reported_once_as_lost(
     bed: Testbed, big: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
