@@ -15,6 +15,7 @@ console/transfer.py.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import posixpath
 import stat
@@ -27,6 +28,7 @@ from typing import Any
 import asyncssh
 
 from console import remote
+from console.digests import HostDigests
 from console.events import FlagValue, SnapshotProgress, SnapshotStage
 from console.excerpt import Excerpt, build_excerpt
 from console.flags import FlagError, effective_service, format_variant, read_flags
@@ -51,11 +53,12 @@ from console.package import (
 from console.sglang import parse_line
 from console.ssh import CommandFailed, ConnState, Disconnected, HostSession, RemoteError
 from console.transfer import (
+    FileJob,
     Outcome,
     Placement,
     TransferError,
     fetch,
-    remote_hashes,
+    run_bounded,
     write_bytes,
 )
 
@@ -343,35 +346,43 @@ class _HostRun:
     async def _fetch_bench(self, sftp: asyncssh.SFTPClient, bench: Sequence[_Bench]) -> None:
         if not bench:
             return
-        hashes = await remote_hashes(self.session, [b.source for b in bench])
         directory = self.job.package / "bench" / f"results_{self.profile.name}"
-        for item in bench:
-            name = posixpath.basename(item.source)
-            self.tracker.emit(current=self._rel(directory / name))
-            digest = hashes.get(item.source)
-            if digest is None:
-                self.result.errors.append(f"{item.source}: the host's sha256sum could not read it")
-                continue
-            try:
-                placement = await fetch(
-                    self.session,
-                    sftp,
-                    item.source,
-                    directory,
-                    name,
-                    digest=digest,
-                    size=item.size,
-                    mtime=item.mtime,
-                    progress=self.tracker.transferred,
-                    package=self.job.package,
+        # The host hashes the files (in this order) while several at a time download.
+        async with HostDigests(self.session, [(b.source, b.size) for b in bench]) as digests:
+            await run_bounded(
+                FileJob(
+                    posixpath.basename(item.source),
+                    item.size,
+                    functools.partial(self._fetch_one, sftp, digests, directory, item),
                 )
-            except TransferError as exc:
-                self.result.errors.append(str(exc).removeprefix(f"{self.profile.name}: "))
-                continue
-            if placement.outcome is Outcome.UNCHANGED:
-                self.tracker.bytes_done += item.size
-            rel = self._rel(placement.path)
-            self._add(placement, item.source, refetch_file(self.profile, item.source, rel))
+                for item in bench
+            )
+
+    async def _fetch_one(
+        self, sftp: asyncssh.SFTPClient, digests: HostDigests, directory: Path, item: _Bench
+    ) -> None:
+        name = posixpath.basename(item.source)
+        self.tracker.emit(current=self._rel(directory / name))
+        try:
+            placement = await fetch(
+                self.session,
+                sftp,
+                item.source,
+                directory,
+                name,
+                digest=digests,
+                size=item.size,
+                mtime=item.mtime,
+                progress=self.tracker.transferred,
+                package=self.job.package,
+            )
+        except TransferError as exc:
+            self.result.errors.append(str(exc).removeprefix(f"{self.profile.name}: "))
+            return
+        if placement.outcome is Outcome.UNCHANGED:
+            self.tracker.bytes_done += item.size
+        rel = self._rel(placement.path)
+        self._add(placement, item.source, refetch_file(self.profile, item.source, rel))
 
 
 async def snapshot_host(
