@@ -42,21 +42,9 @@ class SimServer:
 
     def ssh_argv(self, profile: Profile, remote_command: Sequence[str]) -> list[str]:
         """The OpenSSH client command an operator would type (strict host keys)."""
-        d = self.directory
         return [
             "ssh",
-            "-F",
-            "/dev/null",
-            "-i",
-            str(d / "id_ed25519"),
-            "-o",
-            f"UserKnownHostsFile={d / 'known_hosts'}",
-            "-o",
-            "StrictHostKeyChecking=yes",
-            "-o",
-            "BatchMode=yes",
-            "-p",
-            str(profile.ssh.port),
+            *openssh_options(self.directory, "-p", str(profile.ssh.port)),
             "root@127.0.0.1",
             shlex.join(remote_command),
         ]
@@ -73,6 +61,23 @@ class SimServer:
             str(start),
         ]
         subprocess.run(self.ssh_argv(profile, cmd), check=True, capture_output=True, timeout=30)
+
+
+def openssh_options(directory: Path, *extra: str) -> list[str]:
+    """OpenSSH client options: the key and strict known_hosts in `directory`, no user config."""
+    return [
+        "-F",
+        "/dev/null",
+        "-i",
+        str(directory / "id_ed25519"),
+        "-o",
+        f"UserKnownHostsFile={directory / 'known_hosts'}",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "BatchMode=yes",
+        *extra,
+    ]
 
 
 @contextlib.contextmanager

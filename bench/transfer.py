@@ -50,7 +50,7 @@ from typing import Any
 
 import asyncssh
 
-from bench.harness import console, report
+from bench.harness import console, openssh_options, report
 from console.digests import HostDigests
 from console.profiles import Profile, parse_profile
 from console.ssh import HostSession, connect_options
@@ -102,20 +102,7 @@ class Sshd:
 
     def options(self, *extra: str) -> list[str]:
         """OpenSSH client options: our key, our known_hosts (strict), no user config."""
-        d = self.directory
-        return [
-            "-F",
-            "/dev/null",
-            "-i",
-            str(d / "id_ed25519"),
-            "-o",
-            f"UserKnownHostsFile={d / 'known_hosts'}",
-            "-o",
-            "StrictHostKeyChecking=yes",
-            "-o",
-            "BatchMode=yes",
-            *extra,
-        ]
+        return openssh_options(self.directory, *extra)
 
     def profile(self, ssh_config: Path) -> Profile:
         """A specops profile for this server, reading only `ssh_config` (not ~/.ssh/config)."""
