@@ -172,7 +172,7 @@ class Query:
 
 
 class JournalUsageError(ValueError):
-    pass
+    """A journalctl invocation the real journalctl would refuse (bad option or cursor)."""
 
 
 def parse_journalctl(argv: list[str]) -> Query:

@@ -33,7 +33,7 @@ CRASH_EXIT = -9
 
 
 class ArgumentError(Exception):
-    pass
+    """A command line the real launch_server's argparse would refuse."""
 
 
 class _Parser(argparse.ArgumentParser):
