@@ -130,7 +130,7 @@ def write_manifest(root: StrPath) -> bool:
         if target.read_bytes() == content:
             return False
     except FileNotFoundError:
-        pass
+        pass  # no manifest yet: write one
     # The temporary name ends in .part, so a concurrent build never lists it.
     fd, tmp = tempfile.mkstemp(dir=base, prefix=f".{MANIFEST_NAME}.", suffix=PART_SUFFIX)
     try:

@@ -87,7 +87,7 @@ HOST_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", "SYSTEMD
 
 
 class BootError(RuntimeError):
-    pass
+    """A test host did not come up (systemd, journald or sshd)."""
 
 
 def wait_for(
