@@ -35,7 +35,7 @@ async def run(sim: SimServer, checkpoints: list[int], rate: float) -> list[dict[
     rows: list[dict[str, Any]] = []
     async with app.run_test(size=(160, 48)) as pilot:
         app.fleet.listen(listen)
-        await app.fleet.sessions[profile.name].wait_connected(20)
+        await app.engine.run(app.fleet.sessions[profile.name].wait_connected(20))
         await asyncio.sleep(1.0)
         rows.append({"lines": 0, "rss_mb": rss_mb(), "seconds": 0.0})
         t0 = time.monotonic()
@@ -46,7 +46,6 @@ async def run(sim: SimServer, checkpoints: list[int], rate: float) -> list[dict[
             rows.append(
                 {"lines": target, "rss_mb": rss_mb(), "seconds": round(time.monotonic() - t0, 1)}
             )
-        await app.fleet.stop()
     return rows
 
 

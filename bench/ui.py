@@ -39,8 +39,8 @@ def instrument_view(view: JournalView, latencies: list[float]) -> None:
 
 
 async def wait_connected(app: SpecopsApp, hosts: int) -> None:
-    fleet = app.fleet
-    await asyncio.gather(*(s.wait_connected(20) for s in fleet.sessions.values()))
+    sessions = app.fleet.sessions.values()
+    await asyncio.gather(*(app.engine.run(s.wait_connected(20)) for s in sessions))
     await asyncio.sleep(1.0)
     del hosts
 
@@ -57,7 +57,6 @@ async def latency(sim: SimServer, rate: float, seconds: float) -> dict[str, Any]
         deadline = time.monotonic() + seconds * 3 + 10
         while len(samples) < count and time.monotonic() < deadline:
             await pilot.pause(0.1)
-        await app.fleet.stop()
     ms = [s * 1000 for s in samples]
     return {
         "measure": "line → UI",
@@ -101,7 +100,6 @@ async def keys(sim: SimServer, rate: float, seconds: float) -> dict[str, Any]:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(repainted.wait(), 2)
             await pilot.pause(0.1)
-        await app.fleet.stop()
     ms = [s * 1000 for s in samples]
     return {
         "measure": "key → repaint",

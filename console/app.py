@@ -22,6 +22,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Header, Input
 from textual.worker import Worker, WorkerState
 
+from console.engine import EngineThread
 from console.events import (
     CrashDetected,
     Event,
@@ -77,6 +78,10 @@ MAX_INBOX_RECORDS = 20_000
 """Journal records waiting for the view beyond which the followers pause (back-pressure)."""
 DRAIN_BUDGET_S = 0.012
 """Time one flush may spend taking records from the inbox; the rest waits a tick."""
+INPUT_PRIORITY_S = 0.1
+"""After a key, the followers wait until the screen has answered it (at most this long):
+under a flood the engine would otherwise take half the CPU from the repaint the operator is
+waiting for. The lines wait on the hosts meanwhile; nothing is lost."""
 COMPACT_WIDTH, COMPACT_HEIGHT = 120, 34
 """Below either, the stats panel folds away (`t` shows it) so the journal keeps its rows."""
 
@@ -129,9 +134,16 @@ class SpecopsApp(App[int]):
         self.crashes: deque[CrashDetected] = deque(maxlen=ALERTS_KEPT)
         """Every crash alert since start, for the alerts list (`A`)."""
         self._notified: dict[tuple[str, str], float] = {}
+        self.engine = EngineThread()
+        """The fleet's own loop: sessions, followers, rollouts and snapshots run there."""
+        # Written by the engine's thread, read here: a dict item assignment and popitem, a
+        # deque append and popleft, and two counters each written by one side only.
         self._metrics_due: dict[str, MetricsUpdated] = {}
         self._inbox: deque[JournalBatch] = deque()
-        self._inbox_records = 0
+        self._inbox_added = 0
+        self._inbox_taken = 0
+        self._input_until = 0.0
+        self._input_key: object = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -165,8 +177,12 @@ class SpecopsApp(App[int]):
         self.fleet.listen(self._forward)
         # Back-pressure: while the app is behind, the followers stop reading and the lines
         # wait in the hosts' journals (no loss) instead of in this process's memory.
-        self.fleet.pressure = lambda: self._inbox_records > MAX_INBOX_RECORDS
-        self.fleet.start()
+        # Input comes first: while a key is being answered, the followers wait too.
+        self.fleet.pressure = lambda: (
+            self.inbox_records > MAX_INBOX_RECORDS or time.monotonic() < self._input_until
+        )
+        self.engine.start()
+        self.engine.call(self.fleet.start)
         if self.host_names:
             self.query_one(JournalView).show_host(self.host_names[0])
             self._show_stats()
@@ -176,11 +192,34 @@ class SpecopsApp(App[int]):
         self.query_one(JournalView).focus()
 
     async def on_unmount(self) -> None:
-        await self.fleet.stop()
+        if self.engine.running:
+            await self.engine.run(self.fleet.stop())
+            self.engine.stop()
         gc.unfreeze()
         gc.set_threshold(*self._gc_thresholds)
 
+    async def on_event(self, event: events.Event) -> None:
+        if not isinstance(event, events.Key):
+            await super().on_event(event)
+            return
+        # A key reaches the app twice (dispatched, then bubbled back from the focused
+        # widget): only the refresh after the last arrival answers it.
+        self._input_until = time.monotonic() + INPUT_PRIORITY_S
+        self._input_key = key = object()
+        await super().on_event(event)
+        self.call_after_refresh(self._input_answered, key)
+
+    def _input_answered(self, key: object) -> None:
+        if key is self._input_key:
+            self._input_until = 0.0
+
+    @property
+    def inbox_records(self) -> int:
+        """Journal records delivered by the engine and not yet taken by the view."""
+        return self._inbox_added - self._inbox_taken
+
     def _forward(self, event: Event) -> None:
+        """Runs on the engine's thread: only thread-safe steps here."""
         if isinstance(event, HostStateChanged):
             self.post_message(HostStateUpdated(event))
         elif isinstance(event, ServiceStatus):
@@ -188,8 +227,8 @@ class SpecopsApp(App[int]):
         elif isinstance(event, JournalBatch):
             # The firehose skips the message queue: a key press must never wait behind
             # hundreds of queued batches. The flush timer drains this inbox in slices.
+            self._inbox_added += len(event.entries)
             self._inbox.append(event)
-            self._inbox_records += len(event.entries)
         elif isinstance(event, MetricsUpdated):
             self._metrics_due[event.host] = event  # drawn by the metrics timer
         elif isinstance(event, CrashDetected):
@@ -273,7 +312,7 @@ class SpecopsApp(App[int]):
         deadline = time.perf_counter() + DRAIN_BUDGET_S
         while self._inbox and time.perf_counter() < deadline:
             batch = self._inbox.popleft()
-            self._inbox_records -= len(batch.entries)
+            self._inbox_taken += len(batch.entries)
             view.add(batch.host, batch.entries)
         view.flush()
 
@@ -342,8 +381,8 @@ class SpecopsApp(App[int]):
         chart, table = self.main(AcceptChart), self.main(HostTable)
         if not self._metrics_due or chart is None or table is None:
             return
-        due, self._metrics_due = self._metrics_due, {}
-        for host, event in due.items():
+        due = [self._metrics_due.popitem() for _ in range(len(self._metrics_due))]
+        for host, event in due:
             chart.update_host(host, self.fleet.monitors[host].recent("accept_len"))
             values = event.values
             table.set_metrics(
@@ -471,7 +510,7 @@ class SpecopsApp(App[int]):
             self.post_message(SnapshotProgressed(event))
 
         try:
-            report = await run_snapshot(pairs, progressed)
+            report = await self.engine.run(run_snapshot(pairs, progressed))
         except Exception as exc:
             self.post_message(SnapshotFinished(None, f"{type(exc).__name__}: {exc}"))
             raise
@@ -501,7 +540,7 @@ class SpecopsApp(App[int]):
         status = self.fleet.status.get(name)
 
         async def planner(changes: dict[str, FlagValue]) -> Plan:
-            return await prepare(session, changes)
+            return await self.engine.run(prepare(session, changes))
 
         editor = FlagEditorScreen(session.profile, status.flags if status else {}, planner)
         self.push_screen(editor, callback=self._flags_confirmed)
@@ -529,9 +568,10 @@ class SpecopsApp(App[int]):
     def _flags_confirmed(self, plan: Plan | None) -> None:
         if plan is None:
             return
-        screen = RolloutScreen(self.fleet.sessions[plan.host], plan, RolloutOptions())
+        session = self.fleet.sessions[plan.host]
+        screen = RolloutScreen(session, plan, RolloutOptions(), runner=self.engine.run)
         self.push_screen(screen)
-        screen.start(lambda result: self.fleet.refresh_status(result.host))
+        screen.start(lambda result: self.engine.call(self.fleet.refresh_status, result.host))
 
 
 def _with_app_bindings(live: list[Binding], app: Iterable[Binding]) -> list[Binding]:

@@ -118,20 +118,25 @@ class Fleet:
                     session.profile.service.unit,
                     self._journal_delivery(name),
                     history=self.history,
+                    gate=self._gate,
                 )
                 self.followers[name] = follower
                 self._tasks.append(asyncio.create_task(follower.run(), name=f"journal:{name}"))
 
+    def _gate(self) -> Awaitable[None] | None:
+        """The followers' gate: checked before each slice of journal is decoded."""
+        if self.pressure is not None and self.pressure():
+            return self._wait_for_room()
+        return None
+
     async def _wait_for_room(self) -> None:
         # Polled: the pressure is a plain predicate of the consumer (an app draining on a
-        # timer), which has no event to signal when it has caught up.
+        # timer, a key being answered), which has no event to signal when it has caught up.
         while self.pressure is not None and self.pressure():  # noqa: ASYNC110
             await asyncio.sleep(PRESSURE_POLL_S)
 
-    def _journal_delivery(
-        self, name: str
-    ) -> Callable[[list[JournalEntry]], Awaitable[None] | None]:
-        def deliver(entries: list[JournalEntry]) -> Awaitable[None] | None:
+    def _journal_delivery(self, name: str) -> Callable[[list[JournalEntry]], None]:
+        def deliver(entries: list[JournalEntry]) -> None:
             known = self.status.get(name)
             current = known.invocation_id if known is not None else None
             if any(e.pid == "1" or (e.invocation and e.invocation != current) for e in entries):
@@ -144,9 +149,6 @@ class Fleet:
                     self._tasks.append(asyncio.create_task(self._crash_with_flags(event)))
                 else:
                     self.emit(event)
-            if self.pressure is not None and self.pressure():
-                return self._wait_for_room()
-            return None
 
         return deliver
 

@@ -42,6 +42,9 @@ MAX_CONTINUATION = 1000
 """Header-less lines attached to one record at most; more start a new record."""
 MAX_RECORD_CHARS = 256 * 1024
 """Characters in one record at most (journald splits lines at 48 KiB)."""
+DELIVERY_SLICE = 256
+"""Lines decoded and delivered at a time out of one read (up to 256 KiB, ~1000 lines): a
+consumer's back-pressure then takes effect within a few milliseconds of work, not ~30."""
 
 # CSI (colours, cursor moves), OSC (titles, links) and two-character escapes.
 _ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
@@ -318,6 +321,9 @@ class LineFilter:
 # --- Following -------------------------------------------------------------------------
 
 Deliver = Callable[[list[JournalEntry]], Awaitable[None] | None]
+Gate = Callable[[], Awaitable[None] | None]
+"""Asked before each slice of a read is decoded: an awaitable while the consumer wants the
+follower to wait (back-pressure), None to go on."""
 
 
 class JournalFollower:
@@ -333,8 +339,10 @@ class JournalFollower:
         history: int = 0,
         backoff: Backoff = Backoff(initial_s=0.2, cap_s=5.0),
         flush_idle_s: float = FLUSH_IDLE_S,
+        gate: Gate | None = None,
     ) -> None:
         self.session = session
+        self._gate = gate
         self.unit = unit
         self.cursor = cursor
         self._deliver = deliver
@@ -407,7 +415,11 @@ class JournalFollower:
                 except StopAsyncIteration:
                     return
                 reading = asyncio.ensure_future(anext(stream))
-                await self._emit(self._records.feed(self._decode(lines)))
+                for start in range(0, len(lines), DELIVERY_SLICE):
+                    if self._gate is not None and (wait := self._gate()) is not None:
+                        await wait
+                    piece = lines[start : start + DELIVERY_SLICE]
+                    await self._emit(self._records.feed(self._decode(piece)))
         finally:
             reading.cancel()
             with contextlib.suppress(BaseException):

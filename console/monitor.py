@@ -7,11 +7,13 @@ its ready marker, and crash signatures. A crash becomes one `CrashDetected` per 
 (a dying server logs several signature lines: the first record names the crash) that
 carries the flags that invocation ran with, as `Fleet` read them from the effective unit.
 
-Pure: no I/O (the clock aside), no Textual.
+Pure: no I/O (the clock aside), no Textual. Thread-safe where the TUI needs it: the engine
+feeds records on its own thread while the screen reads summaries and chart series.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Iterable
@@ -50,6 +52,8 @@ class HostMonitor:
         self._flags: OrderedDict[str, dict[str, FlagValue]] = OrderedDict()
         self._clock_offset = 0.0
         self._newest = 0.0
+        self._lock = threading.Lock()
+        """Held while a batch is observed and while a view reads the series."""
 
     # --- what systemd says -------------------------------------------------------------
 
@@ -72,6 +76,10 @@ class HostMonitor:
 
     def observe(self, records: Iterable[JournalEntry], *, live: bool = True) -> list[MonitorEvent]:
         """Feed one delivered batch; the events it produces, in journal order."""
+        with self._lock:
+            return self._observe(records, live)
+
+    def _observe(self, records: Iterable[JournalEntry], live: bool) -> list[MonitorEvent]:
         events: list[MonitorEvent] = []
         values: dict[str, float] = {}
         newest: JournalEntry | None = None
@@ -151,14 +159,16 @@ class HostMonitor:
 
     def summary(self, name: str) -> SeriesSummary:
         """Last minute, last ten minutes and this invocation of one series."""
-        return self.metrics.summary(name, self.now())
+        with self._lock:
+            return self.metrics.summary(name, self.now())
 
     def recent(self, name: str, seconds: float = TEN_MINUTES) -> list[float]:
         """The values of one series over the last `seconds`, oldest first (for charts)."""
-        series = self.metrics.series(name)
-        if series is None:
-            return []
-        return [value for _, value in series.samples(since=self.now() - seconds)]
+        with self._lock:
+            series = self.metrics.series(name)
+            if series is None:
+                return []
+            return [value for _, value in series.samples(since=self.now() - seconds)]
 
 
 def _numbers(parsed: object) -> dict[str, float]:

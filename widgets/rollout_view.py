@@ -7,7 +7,8 @@ restart half way; the outcome also arrives as a notification, wherever the opera
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from rich.text import Text
 from textual import on
@@ -32,6 +33,9 @@ from console.ssh import HostSession
 from widgets.journal_view import display_line
 
 log = logging.getLogger(__name__)
+
+Runner = Callable[[Coroutine[Any, Any, RolloutFinished]], Awaitable[RolloutFinished]]
+"""Where the rollout runs: the app passes its engine's loop (`EngineThread.run`)."""
 
 STATE_STYLE = {
     "running": "yellow",
@@ -81,9 +85,17 @@ class RolloutScreen(Screen[None]):
     """
     BINDINGS = [Binding("escape", "close", "Close (the rollout goes on)", id="rollout-close")]
 
-    def __init__(self, session: HostSession, plan: Plan, options: RolloutOptions) -> None:
+    def __init__(
+        self,
+        session: HostSession,
+        plan: Plan,
+        options: RolloutOptions,
+        *,
+        runner: Runner | None = None,
+    ) -> None:
         super().__init__()
         self.session = session
+        self._runner = runner
         self.plan = plan
         self.options = options
         self.result: RolloutFinished | None = None
@@ -113,7 +125,7 @@ class RolloutScreen(Screen[None]):
         async def run() -> RolloutFinished | None:
             rollout = Rollout(self.session, self.plan, on_event=self._deliver, options=self.options)
             try:
-                result = await rollout.run()
+                result = await (self._runner(rollout.run()) if self._runner else rollout.run())
             except Exception as exc:  # a bug must reach the operator, never vanish
                 log.exception("%s: rollout crashed", self.plan.host)
                 self.app.notify(

@@ -1,0 +1,113 @@
+"""The engine's own event loop, on a thread of its own, for the TUI.
+
+On one event loop the hosts and the screen take turns: under a flood (8 hosts logging 5k
+lines/s each) SSH decryption, JSON decoding and metrics run as callbacks of several
+milliseconds each, and every hop of a key press (key, binding, row highlight, repaint) waits
+behind a round of them — keypress → repaint p99 was 120–190 ms. With the engine (sessions,
+followers, status polls, rollouts, snapshots) on this loop, the UI still shares the GIL, but
+CPython hands it over every switch interval, so a key waits milliseconds, not for batches.
+
+The rules that keep it correct:
+- Everything that touches a session, a follower or the fleet's tasks runs on this loop:
+  `run` (await a coroutine from another loop) or `call` (a plain function).
+- The engine reaches the UI only through thread-safe operations (Textual's `post_message`,
+  `deque.append`, single dict item assignment) and the UI reads engine state only where it is
+  guarded (`HostMonitor`'s lock) or replaced whole (`Fleet.status` items).
+
+The headless CLI keeps the engine on its one loop: it has no screen to keep responsive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import sys
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+SWITCH_INTERVAL_S = 0.001
+"""How long a busy thread keeps the GIL while another waits (CPython's default: 5 ms).
+
+Each hop of a key press through Textual is a turn of the UI's loop, which releases the GIL
+in its `epoll_wait`; a busy engine then keeps it for up to one interval. 5 ms × the ~8 hops
+of a host switch was most of the remaining keypress → repaint time."""
+STOP_TIMEOUT_S = 10.0
+
+
+class EngineThread:
+    """An asyncio loop running on a daemon thread until `stop`."""
+
+    def __init__(self, name: str = "specops-engine") -> None:
+        self.name = name
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._switch_interval: float | None = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            raise RuntimeError(f"{self.name} is not running")
+        return self._loop
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError(f"{self.name} was already started")
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL_S))
+        self._thread = threading.Thread(target=self._main, name=self.name, daemon=True)
+        self._thread.start()
+        self._ready.wait()
+
+    def _main(self) -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self._loop = loop
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            leftovers = asyncio.all_tasks(loop)
+            for task in leftovers:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    def call(self, function: Callable[..., object], *args: object) -> None:
+        """Run `function(*args)` on the engine's loop, soon; returns at once."""
+        self.loop.call_soon_threadsafe(function, *args)
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start `coro` on the engine's loop; its result as a thread-safe future."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    async def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await `coro` running on the engine's loop from another loop.
+
+        Cancelling the caller cancels the engine's task too.
+        """
+        return await asyncio.wrap_future(self.submit(coro))
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """Stop the loop (its leftover tasks are cancelled) and wait for the thread."""
+        thread, loop = self._thread, self._loop
+        if thread is None or loop is None:
+            return
+        if thread.is_alive():
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout)
+            if thread.is_alive():
+                log.warning("%s did not stop within %.0f s", self.name, timeout)
+        if self._switch_interval is not None:
+            sys.setswitchinterval(self._switch_interval)
