@@ -11,7 +11,7 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -144,6 +144,7 @@ class SpecopsApp(App[int]):
         self._inbox_taken = 0
         self._input_until = 0.0
         self._input_key: object = None
+        self._main_widgets: dict[tuple[type[Widget], str | None], Widget] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -307,8 +308,8 @@ class SpecopsApp(App[int]):
 
     def _flush_journal(self) -> None:
         view = self.main(JournalView)  # also behind a modal; none once shutting down
-        if view is None:
-            return
+        if view is None or time.monotonic() < self._input_until:
+            return  # a key is waiting for its repaint: the new lines go in the frame after
         deadline = time.perf_counter() + DRAIN_BUDGET_S
         while self._inbox and time.perf_counter() < deadline:
             batch = self._inbox.popleft()
@@ -320,13 +321,20 @@ class SpecopsApp(App[int]):
         """A widget of the main screen, whatever is on top of it; None once it is gone.
 
         `query_one` searches the active screen: with a modal open (alerts, flags, help) or
-        the app shutting down, every engine event would otherwise raise `NoMatches`.
+        the app shutting down, every engine event would otherwise raise `NoMatches`. Found
+        widgets are remembered while mounted: a DOM query per timer tick and per event was
+        a millisecond each under a flood.
         """
+        key = (kind, selector)
+        widget = self._main_widgets.get(key)
+        if widget is not None and widget.is_attached:
+            return cast(W, widget)
         if not self.screen_stack:
             return None
-        for widget in self.screen_stack[0].query(selector or kind):
-            if isinstance(widget, kind):
-                return widget
+        for found in self.screen_stack[0].query(selector or kind):
+            if isinstance(found, kind):
+                self._main_widgets[key] = found
+                return found
         return None
 
     @on(HostStateUpdated)
@@ -343,8 +351,14 @@ class SpecopsApp(App[int]):
     def _row_highlighted(self, message: DataTable.RowHighlighted) -> None:
         view = self.main(JournalView)
         if message.row_key.value is not None and view is not None:
-            view.show_host(str(message.row_key.value))
-            self._show_stats()
+            host = str(message.row_key.value)
+            view.show_host(host)
+            if chart := self.main(AcceptChart):
+                chart.select(host)
+            # The stats panel follows a frame later: its windows over up to 20,000 samples
+            # took 3-4 ms of the repaint a key press waits for (it is redrawn every second
+            # anyway).
+            self.call_after_refresh(self._show_stats)
 
     def action_select_index(self, index: int) -> None:
         table = self.main(HostTable)

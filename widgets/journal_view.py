@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable, Mapping
+from itertools import islice
 
 from rich.highlighter import Highlighter
 from rich.style import Style
@@ -139,12 +140,18 @@ class JournalView(Log):
             lines = [prefix + line for line in lines]
         return lines
 
-    def _shown(self) -> Iterable[tuple[str, JournalEntry]]:
+    def _newest_shown(self, count: int) -> list[tuple[str, JournalEntry]]:
+        """The newest `count` records of the current view, oldest first.
+
+        Read from the buffers' ends: walking a full buffer (20,000 records) to keep its last
+        thousand was most of a host switch.
+        """
         if self.merged:
-            return self.merged_records
+            return list(islice(reversed(self.merged_records), count))[::-1]
         if self.host is None:
-            return ()
-        return ((self.host, record) for record in self.records.get(self.host, ()))
+            return []
+        buffer = self.records.get(self.host, ())
+        return [(self.host, record) for record in islice(reversed(buffer), count)][::-1]
 
     @property
     def paused(self) -> bool:
@@ -194,8 +201,7 @@ class JournalView(Log):
         60-150 ms with full buffers (bench/ui.py keys). New lines extend the scrollback again.
         """
         lines: list[str] = []
-        shown = list(self._shown())
-        for host, record in shown[-REDRAW_RECORDS:]:
+        for host, record in self._newest_shown(REDRAW_RECORDS):
             lines.extend(self._render_record(host, record))
         self._pending = []
         self._fresh = self.pending_lines = 0

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-from console.journal import JournalEntry, JournalFollower
+from console.journal import DELIVERY_SLICE, JournalEntry, JournalFollower
 from console.profiles import Profile
 from console.sim.fleet import SimFleet
 from console.sim.journal import RateLimit
@@ -135,6 +135,62 @@ async def test_rate_limit_gap_restart_marker_and_traceback_record(
         assert restarted.new_invocation and restarted.invocation == second
         assert [r.dropped for r in records if r.dropped] == [7]
         assert sum(1 for r in records if r.new_invocation) == 1
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await session.close()
+
+
+async def test_the_gate_is_asked_before_every_slice_of_a_large_read(
+    sim: SimFleet, profiles: list[Profile]
+) -> None:
+    """Back-pressure (a full inbox, a key being answered) holds within 256 lines, not after
+    the ~1000 of a whole read; the rest waits, then arrives exactly once and in order."""
+    profile = profiles[0]
+    host = sim.hosts[profile.name]
+    session = HostSession(profile, backoff=QUICK)
+    session.start()
+    assert await session.wait_connected(10)
+    records: list[JournalEntry] = []
+    slices_allowed = [0]
+
+    async def wait_for_a_turn() -> None:
+        while slices_allowed[0] <= 0:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        slices_allowed[0] -= 1
+
+    def gate() -> Awaitable[None] | None:
+        if slices_allowed[0] > 0:
+            slices_allowed[0] -= 1
+            return None
+        return wait_for_a_turn()
+
+    batches: list[int] = []
+
+    def deliver(batch: list[JournalEntry]) -> None:
+        batches.append(len(batch))
+        records.extend(batch)
+
+    follower = JournalFollower(session, UNIT, deliver, backoff=QUICK, gate=gate)
+    task = asyncio.create_task(follower.run())
+    try:
+        await until(lambda: follower.restarts == 1)
+        for n in range(1, 3001):
+            host.journal.append(UNIT, f"[2026-01-01 00:00:00 TP0] seq={n} " + "x" * 200)
+        await asyncio.sleep(0.5)
+        assert records == []  # read, but nothing decoded or delivered while the gate is shut
+        for turn in range(1, 4):
+            slices_allowed[0] = 1
+            await until(lambda: slices_allowed[0] == 0)
+            await asyncio.sleep(0.2)
+            assert len(batches) == turn  # one slice per opening, never a whole read
+        slices_allowed[0] = 10**6
+        await until(lambda: len(records) == 3000)
+        # Reads of up to 256 KiB (~500 of these lines) were delivered a slice at a time.
+        assert max(batches) <= DELIVERY_SLICE
+        assert [int(r.message.split("seq=")[1].split()[0]) for r in records] == list(
+            range(1, 3001)
+        )
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

@@ -170,3 +170,28 @@ async def test_dead_hosts_junk_lines_and_failing_jobs_never_close_the_app(
         await pilot.press("2")  # still responsive
         await until(pilot, lambda: view.host == app.host_names[1])
         assert app.is_running
+
+
+async def test_a_key_holds_the_followers_until_its_repaint(sim: SimFleet) -> None:
+    """Input first: while a key waits for its repaint the followers hold (the lines wait on
+    the host) and the journal view takes no new lines; then both go on, nothing lost."""
+    app = live_app(sim)
+    async with app.run_test(size=(160, 48)) as pilot:
+        view = app.query_one(JournalView)
+        await until(pilot, lambda: any("accept len" in line for line in view.lines))
+        pressure = app.fleet.pressure
+        assert pressure is not None and not pressure()
+        held: list[bool] = []
+        original = app.action_select_index
+
+        def select(index: int) -> None:
+            held.append(pressure())
+            original(index)
+
+        app.action_select_index = select  # type: ignore[method-assign]
+        await pilot.press("2")
+        assert held == [True]
+        await until(pilot, lambda: not pressure())
+        assert view.host == app.host_names[1]
+        shown = view.line_count
+        await until(pilot, lambda: view.line_count > shown)  # the tail goes on

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+import threading
 from pathlib import Path
 
 from console.events import (
@@ -170,3 +171,36 @@ def test_gap_notices_are_not_numbers() -> None:
     monitor = HostMonitor(profile())
     gap = JournalEntry(host="b300", cursor="c", timestamp=T0, message="Suppressed 5", dropped=5)
     assert monitor.observe([gap]) == []
+
+
+def test_views_read_while_the_engine_thread_feeds_records() -> None:
+    """The TUI reads summaries and chart series on its thread while the engine's thread
+    observes batches: no `deque mutated during iteration`, and the numbers add up."""
+    monitor = HostMonitor(profile())
+    batches = [
+        [record(decode(4.0 + (i % 10) / 10, 1000.0), T0 + b + i / 1000) for i in range(200)]
+        for b in range(100)
+    ]
+    failures: list[BaseException] = []
+    done = threading.Event()
+
+    def feed() -> None:
+        try:
+            for batch in batches:
+                monitor.observe(batch)
+        except BaseException as exc:  # reported below, on the test's thread
+            failures.append(exc)
+        finally:
+            done.set()
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    reads = 0
+    while not done.is_set():
+        monitor.summary("accept_len")
+        monitor.recent("accept_len")
+        reads += 1
+    feeder.join()
+    assert failures == [] and reads > 0
+    assert monitor.summary("accept_len").invocation is not None
+    assert monitor.summary("accept_len").invocation.count == 20_000
