@@ -188,9 +188,7 @@ async def test_the_gate_is_asked_before_every_slice_of_a_large_read(
         await until(lambda: len(records) == 3000)
         # Reads of up to 256 KiB (~500 of these lines) were delivered a slice at a time.
         assert max(batches) <= DELIVERY_SLICE
-        assert [int(r.message.split("seq=")[1].split()[0]) for r in records] == list(
-            range(1, 3001)
-        )
+        assert [int(r.message.split("seq=")[1].split()[0]) for r in records] == list(range(1, 3001))
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

@@ -1,12 +1,36 @@
-"""What the Pilot tests share: waiting for a condition while the app keeps running."""
+"""What the Pilot tests share: simulated hosts, and waiting for a condition while the app
+keeps running."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 from textual.pilot import Pilot
+
+from console.sim.fleet import SimFleet
+from console.sim.sglang import Timing
+
+
+@contextlib.asynccontextmanager
+async def simulated_fleet(
+    tmp_path: Path, hosts: int, decode_interval_s: float
+) -> AsyncIterator[SimFleet]:
+    """Simulated hosts on the test's own loop, stopped (bounded) however the test ends."""
+    sim = SimFleet(
+        tmp_path / "sim",
+        hosts=hosts,
+        timing=Timing(load_s=0.3, decode_interval_s=decode_interval_s),
+    )
+    await sim.start()
+    try:
+        yield sim
+    finally:
+        await asyncio.wait_for(sim.stop(), 10)
 
 
 async def until(pilot: Pilot[Any], predicate: Callable[[], object], timeout: float = 15) -> None:

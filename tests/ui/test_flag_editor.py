@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,8 +16,7 @@ from console.events import RolloutOutcome
 from console.fleet import Fleet
 from console.profiles import load_fleet
 from console.sim.fleet import SimFleet
-from console.sim.sglang import Timing
-from tests.ui.support import until
+from tests.ui.support import simulated_fleet, until
 from widgets.flag_editor import FlagEditorScreen
 from widgets.host_table import HostTable
 from widgets.rollout_view import RolloutScreen
@@ -28,10 +26,8 @@ CHANGING = ("tee ", "mv ", "rm ", "mkdir ", "systemctl daemon-reload", "systemct
 
 @pytest.fixture
 async def fleet(tmp_path: Path) -> AsyncIterator[SimFleet]:
-    sim = SimFleet(tmp_path / "sim", hosts=1, timing=Timing(load_s=0.3, decode_interval_s=0.5))
-    await sim.start()
-    yield sim
-    await asyncio.wait_for(sim.stop(), 10)
+    async with simulated_fleet(tmp_path, hosts=1, decode_interval_s=0.5) as sim:
+        yield sim
 
 
 def text_of(static: Static) -> str:

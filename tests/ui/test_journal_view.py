@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,19 +15,14 @@ from console.fleet import Fleet
 from console.journal import LineFilter
 from console.profiles import load_fleet
 from console.sim.fleet import SimFleet
-from console.sim.sglang import Timing
-from tests.ui.support import until
+from tests.ui.support import simulated_fleet, until
 from widgets.journal_view import JournalView, PromptInput
-
-FAST = Timing(load_s=0.3, decode_interval_s=0.1)
 
 
 @pytest.fixture
 async def sim(tmp_path: Path) -> AsyncIterator[SimFleet]:
-    fleet = SimFleet(tmp_path / "sim", hosts=2, timing=FAST)
-    await fleet.start()
-    yield fleet
-    await asyncio.wait_for(fleet.stop(), 10)
+    async with simulated_fleet(tmp_path, hosts=2, decode_interval_s=0.1) as fleet:
+        yield fleet
 
 
 async def type_into(pilot: Pilot[int], text: str) -> None:

@@ -3,7 +3,6 @@ remapped keys, and an app that survives dead hosts, junk lines and failing jobs.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,8 +15,7 @@ from console.fleet import Fleet
 from console.profiles import load_fleet
 from console.settings import Settings, state_dir
 from console.sim.fleet import SimFleet
-from console.sim.sglang import Timing
-from tests.ui.support import until
+from tests.ui.support import simulated_fleet, until
 from widgets.audit_view import AuditScreen
 from widgets.help_screen import HelpScreen
 from widgets.host_table import HostTable
@@ -25,16 +23,13 @@ from widgets.journal_view import JournalView
 from widgets.snapshot_panel import SnapshotPanel
 from widgets.stats_panel import StatsPanel
 
-FAST = Timing(load_s=0.3, decode_interval_s=0.5)
 UNIT = "sglang-k26-ddtree.service"
 
 
 @pytest.fixture
 async def sim(tmp_path: Path) -> AsyncIterator[SimFleet]:
-    fleet = SimFleet(tmp_path / "sim", hosts=3, timing=FAST)
-    await fleet.start()
-    yield fleet
-    await asyncio.wait_for(fleet.stop(), 10)
+    async with simulated_fleet(tmp_path, hosts=3, decode_interval_s=0.5) as fleet:
+        yield fleet
 
 
 def live_app(sim: SimFleet, **kwargs: object) -> SpecopsApp:

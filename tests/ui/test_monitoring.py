@@ -7,7 +7,6 @@ decode lines only once an hour, so the numbers on screen are exactly the test's.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,8 +21,7 @@ from console.fleet import Fleet
 from console.profiles import load_fleet
 from console.sim.fleet import SimFleet
 from console.sim.host import SimHost
-from console.sim.sglang import Timing
-from tests.ui.support import until
+from tests.ui.support import simulated_fleet, until
 from widgets.accept_chart import AcceptChart
 from widgets.alerts import AlertsScreen
 from widgets.host_table import HostTable
@@ -31,15 +29,12 @@ from widgets.messages import CrashReceived
 from widgets.stats_panel import StatsPanel
 
 UNIT = "sglang-k26-ddtree.service"
-QUIET = Timing(load_s=0.3, decode_interval_s=3600)
 
 
 @pytest.fixture
 async def quiet_host(tmp_path: Path) -> AsyncIterator[SimFleet]:
-    sim = SimFleet(tmp_path / "sim", hosts=1, timing=QUIET)
-    await sim.start()
-    yield sim
-    await asyncio.wait_for(sim.stop(), 10)
+    async with simulated_fleet(tmp_path, hosts=1, decode_interval_s=3600) as sim:
+        yield sim
 
 
 def log(host: SimHost, message: str, invocation: str | None = None, pid: str | None = None) -> None:

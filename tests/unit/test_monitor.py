@@ -202,5 +202,5 @@ def test_views_read_while_the_engine_thread_feeds_records() -> None:
         reads += 1
     feeder.join()
     assert failures == [] and reads > 0
-    assert monitor.summary("accept_len").invocation is not None
-    assert monitor.summary("accept_len").invocation.count == 20_000
+    invocation = monitor.summary("accept_len").invocation
+    assert invocation is not None and invocation.count == 20_000
