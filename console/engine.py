@@ -35,8 +35,8 @@ SWITCH_INTERVAL_S = 0.001
 """How long a busy thread keeps the GIL while another waits (CPython's default: 5 ms).
 
 Each hop of a key press through Textual is a turn of the UI's loop, which releases the GIL
-in its `epoll_wait`; a busy engine then keeps it for up to one interval. 5 ms × the ~8 hops
-of a host switch was most of the remaining keypress → repaint time."""
+in its `epoll_wait`; a busy engine then keeps it for up to one interval per hop, and a host
+switch takes several hops."""
 STOP_TIMEOUT_S = 10.0
 
 

@@ -43,8 +43,9 @@ MAX_CONTINUATION = 1000
 MAX_RECORD_CHARS = 256 * 1024
 """Characters in one record at most (journald splits lines at 48 KiB)."""
 DELIVERY_SLICE = 256
-"""Lines decoded and delivered at a time out of one read (up to 256 KiB, ~1000 lines): a
-consumer's back-pressure then takes effect within a few milliseconds of work, not ~30."""
+"""Lines decoded and delivered at a time out of one read (a read is everything buffered, up to
+~2 MiB or thousands of lines under a flood): a consumer's back-pressure then takes effect
+within a few milliseconds of work instead of after the whole read."""
 
 # CSI (colours, cursor moves), OSC (titles, links) and two-character escapes.
 _ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
