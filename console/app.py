@@ -79,9 +79,9 @@ MAX_INBOX_RECORDS = 20_000
 DRAIN_BUDGET_S = 0.012
 """Time one flush may spend taking records from the inbox; the rest waits a tick."""
 INPUT_PRIORITY_S = 0.1
-"""After a key, the followers wait until the screen has answered it (at most this long):
-under a flood the engine would otherwise take half the CPU from the repaint the operator is
-waiting for. The lines wait on the hosts meanwhile; nothing is lost."""
+"""After a key, the engine's thread sleeps until the screen has answered it (at most this
+long): under a flood it would otherwise take half the GIL from the repaint the operator is
+waiting for. The lines wait in the sockets and on the hosts meanwhile; nothing is lost."""
 COMPACT_WIDTH, COMPACT_HEIGHT = 120, 34
 """Below either, the stats panel folds away (`t` shows it) so the journal keeps its rows."""
 
@@ -178,10 +178,9 @@ class SpecopsApp(App[int]):
         self.fleet.listen(self._forward)
         # Back-pressure: while the app is behind, the followers stop reading and the lines
         # wait in the hosts' journals (no loss) instead of in this process's memory.
-        # Input comes first: while a key is being answered, the followers wait too.
-        self.fleet.pressure = lambda: (
-            self.inbox_records > MAX_INBOX_RECORDS or time.monotonic() < self._input_until
-        )
+        self.fleet.pressure = lambda: self.inbox_records > MAX_INBOX_RECORDS
+        # Input comes first: while a key is being answered the engine sleeps (see on_event).
+        self.fleet.checkpoint = self.engine.checkpoint
         self.engine.start()
         self.engine.call(self.fleet.start)
         if self.host_names:
@@ -207,12 +206,14 @@ class SpecopsApp(App[int]):
         # widget): only the refresh after the last arrival answers it.
         self._input_until = time.monotonic() + INPUT_PRIORITY_S
         self._input_key = key = object()
+        self.engine.pause(INPUT_PRIORITY_S)  # released by `_input_answered`
         await super().on_event(event)
         self.call_after_refresh(self._input_answered, key)
 
     def _input_answered(self, key: object) -> None:
         if key is self._input_key:
             self._input_until = 0.0
+            self.engine.resume()
 
     @property
     def inbox_records(self) -> int:

@@ -10,6 +10,8 @@ CPython hands it over every switch interval, so a key waits milliseconds, not fo
 The rules that keep it correct:
 - Everything that touches a session, a follower or the fleet's tasks runs on this loop:
   `run` (await a coroutine from another loop) or `call` (a plain function).
+- The UI can hold the engine while it answers a key (`pause`/`resume`): the engine's thread
+  then sleeps at its next checkpoint, at most for the pause's limit.
 - The engine reaches the UI only through thread-safe operations (Textual's `post_message`,
   `deque.append`, single dict item assignment) and the UI reads engine state only where it is
   guarded (`HostMonitor`'s lock) or replaced whole (`Fleet.status` items).
@@ -24,6 +26,7 @@ import concurrent.futures
 import logging
 import sys
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -49,6 +52,9 @@ class EngineThread:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._switch_interval: float | None = None
+        self._paused_until = 0.0
+        self._resumed = threading.Event()
+        self._resumed.set()
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -87,6 +93,33 @@ class EngineThread:
     def call(self, function: Callable[..., object], *args: object) -> None:
         """Run `function(*args)` on the engine's loop, soon; returns at once."""
         self.loop.call_soon_threadsafe(function, *args)
+
+    def pause(self, limit: float) -> None:
+        """Hold the engine at its next checkpoint until `resume`, for at most `limit` s.
+
+        Called by the UI when a key arrives: until its answer is painted, the engine's
+        thread sleeps instead of competing for the GIL (sharing it, the UI's work for one
+        key took twice as long). Lines wait in the socket and the hosts' journals.
+        """
+        if not self.running or self._loop is None or self._loop.is_closed():
+            return
+        self._paused_until = time.monotonic() + limit
+        self._resumed.clear()
+        self._loop.call_soon_threadsafe(self.checkpoint)
+
+    def resume(self) -> None:
+        self._resumed.set()
+
+    def checkpoint(self) -> None:
+        """On the engine's thread: block while paused (never past the pause's limit).
+
+        Runs as a callback as soon as the loop gets to it, and from the followers' gate
+        before each slice of journal, so a pause takes hold within one slice.
+        """
+        if not self._resumed.is_set():
+            left = self._paused_until - time.monotonic()
+            if left > 0:
+                self._resumed.wait(left)
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Start `coro` on the engine's loop; its result as a thread-safe future."""

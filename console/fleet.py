@@ -85,6 +85,9 @@ class Fleet:
         """True while a consumer is behind: followers stop reading (SSH flow control then
         holds the lines on the host, in its journal) until it is False again. Nothing is
         dropped; the journal is late instead of the process growing without bound."""
+        self.checkpoint: Callable[[], None] | None = None
+        """Called before each slice of journal is decoded; may block the calling thread (the
+        TUI's engine thread sleeps there while a key is being answered)."""
 
     def refresh_status(self, name: str) -> None:
         """Ask for the host's unit status to be read again now."""
@@ -125,13 +128,15 @@ class Fleet:
 
     def _gate(self) -> Awaitable[None] | None:
         """The followers' gate: checked before each slice of journal is decoded."""
+        if self.checkpoint is not None:
+            self.checkpoint()
         if self.pressure is not None and self.pressure():
             return self._wait_for_room()
         return None
 
     async def _wait_for_room(self) -> None:
         # Polled: the pressure is a plain predicate of the consumer (an app draining on a
-        # timer, a key being answered), which has no event to signal when it has caught up.
+        # timer), which has no event to signal when it has caught up.
         while self.pressure is not None and self.pressure():  # noqa: ASYNC110
             await asyncio.sleep(PRESSURE_POLL_S)
 

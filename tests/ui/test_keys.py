@@ -167,26 +167,30 @@ async def test_dead_hosts_junk_lines_and_failing_jobs_never_close_the_app(
         assert app.is_running
 
 
-async def test_a_key_holds_the_followers_until_its_repaint(sim: SimFleet) -> None:
-    """Input first: while a key waits for its repaint the followers hold (the lines wait on
-    the host) and the journal view takes no new lines; then both go on, nothing lost."""
+async def test_a_key_holds_the_engine_until_its_repaint(sim: SimFleet) -> None:
+    """Input first: while a key waits for its repaint the engine's thread sleeps (the lines
+    wait on the host) and the journal view takes no new lines; then both go on."""
     app = live_app(sim)
     async with app.run_test(size=(160, 48)) as pilot:
         view = app.query_one(JournalView)
         await until(pilot, lambda: any("accept len" in line for line in view.lines))
-        pressure = app.fleet.pressure
-        assert pressure is not None and not pressure()
-        held: list[bool] = []
-        original = app.action_select_index
+        engine_ran: list[bool] = []
+        at_repaint: list[int] = []
+        original_select, original_answered = app.action_select_index, app._input_answered
 
         def select(index: int) -> None:
-            held.append(pressure())
-            original(index)
+            app.engine.call(lambda: engine_ran.append(True))
+            original_select(index)
+
+        def answered(key: object) -> None:
+            at_repaint.append(len(engine_ran))
+            original_answered(key)
 
         app.action_select_index = select  # type: ignore[method-assign]
+        app._input_answered = answered  # type: ignore[method-assign]
         await pilot.press("2")
-        assert held == [True]
-        await until(pilot, lambda: not pressure())
+        await until(pilot, lambda: engine_ran != [])
+        assert at_repaint[-1] == 0  # nothing ran on the engine before the repaint
         assert view.host == app.host_names[1]
         shown = view.line_count
         await until(pilot, lambda: view.line_count > shown)  # the tail goes on

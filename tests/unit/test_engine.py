@@ -93,3 +93,32 @@ def test_stop_cancels_what_is_left_and_restores_the_switch_interval() -> None:
     assert sys.getswitchinterval() == before
     with pytest.raises(RuntimeError, match="already started"):
         engine.start()
+
+
+def test_a_pause_holds_the_engine_until_resumed(engine: EngineThread) -> None:
+    ran = threading.Event()
+    engine.pause(limit=30)
+    engine.call(ran.set)
+    assert not ran.wait(0.3)  # the engine sleeps at its checkpoint
+    engine.resume()
+    assert ran.wait(5)
+
+
+def test_a_pause_never_outlasts_its_limit(engine: EngineThread) -> None:
+    ran = threading.Event()
+    engine.pause(limit=0.2)  # nobody resumes: the UI's answer never came
+    engine.call(ran.set)
+    assert ran.wait(5)
+
+
+def test_a_pause_of_a_stopped_engine_does_nothing() -> None:
+    engine = EngineThread()
+    engine.pause(limit=30)
+    engine.start()
+    try:
+        ran = threading.Event()
+        engine.call(ran.set)
+        assert ran.wait(5)
+    finally:
+        engine.stop()
+    engine.pause(limit=30)
