@@ -23,7 +23,6 @@ from bench.harness import SEQ_RE, SimServer, patterns_regex, report, sim_fleet
 from console.events import JournalBatch
 from console.fleet import Fleet
 from console.profiles import Profile
-from console.sglang import parse_line
 
 
 def children_cpu() -> float:
@@ -110,7 +109,6 @@ async def run_engine(
             message = entry.message
             if not pattern.search(message):
                 continue
-            parse_line(message)  # what the product does with every shown line
             m = SEQ_RE.search(message)
             if m:
                 seq = int(m.group(1))

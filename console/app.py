@@ -19,7 +19,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, Header, Input
+from textual.widgets import Footer, Header, Input
 from textual.worker import Worker, WorkerState
 
 from console.engine import EngineThread
@@ -348,11 +348,11 @@ class SpecopsApp(App[int]):
         if table := self.main(HostTable):
             table.set_status(message.event)
 
-    @on(DataTable.RowHighlighted, "#hosts")
-    def _row_highlighted(self, message: DataTable.RowHighlighted) -> None:
+    @on(HostTable.RowHighlighted, "#hosts")
+    def _row_highlighted(self, message: HostTable.RowHighlighted) -> None:
         view = self.main(JournalView)
-        if message.row_key.value is not None and view is not None:
-            host = str(message.row_key.value)
+        if view is not None:
+            host = message.host
             view.show_host(host)
             if chart := self.main(AcceptChart):
                 chart.select(host)

@@ -140,8 +140,11 @@ class Series:
         self._samples.append((ts, value))
         self._inv_count += 1
         self._inv_sum += value
-        self._inv_min = min(self._inv_min, value)
-        self._inv_max = max(self._inv_max, value)
+        # Comparisons, not min()/max(): five series take every decode line of a flood.
+        if value < self._inv_min:
+            self._inv_min = value
+        if value > self._inv_max:
+            self._inv_max = value
         self._inv_last = value
         self._inv_cache = None
         return True

@@ -1,14 +1,24 @@
-"""The fleet table: one row per host with its connection, unit and flag state."""
+"""The fleet table: one row per host with its connection, unit and flag state.
+
+Drawn line by line (Textual's line API), with each row's strip kept until that row changes:
+the numbers of every streaming host change four times a second, and a DataTable rendered
+every cell of every row again for each change (10–40 ms of a frame with 8 hosts streaming,
+the frames a key press then waited behind).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from rich.cells import cell_len
+from rich.style import Style
 from rich.text import Text
-from textual.cache import LRUCache
-from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey
+from textual import events
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from console.events import FlagValue, ServiceStatus
 from console.ssh import ConnState, HostState
@@ -62,34 +72,70 @@ def _flag(value: FlagValue) -> str:
     return str(value)
 
 
-class HostTable(DataTable[Text | str]):
-    """Hosts in profile order; `1`–`9` in the app select them."""
+class HostTable(ScrollView, can_focus=True):
+    """Hosts in profile order under a fixed header; `1`–`9` in the app select them."""
 
-    COMPONENT_CLASSES = {"host-table--crashed"}
+    BINDINGS = [
+        Binding("up", "cursor_up", "previous host", show=False),
+        Binding("down", "cursor_down", "next host", show=False),
+        Binding("home", "cursor_first", "first host", show=False),
+        Binding("end", "cursor_last", "last host", show=False),
+    ]
+    COMPONENT_CLASSES = {
+        "host-table--header",
+        "host-table--cursor",
+        "host-table--even-row",
+        "host-table--crashed",
+    }
     DEFAULT_CSS = """
-    HostTable { height: auto; max-height: 12; }
+    HostTable { height: auto; max-height: 12; background: $surface; color: $foreground; }
+    HostTable > .host-table--header { text-style: bold; background: $panel; color: $foreground; }
+    HostTable > .host-table--even-row { background: $surface-lighten-1 50%; }
+    HostTable:dark > .host-table--even-row { background: $surface-darken-1 40%; }
+    HostTable > .host-table--cursor {
+        background: $block-cursor-blurred-background;
+        color: $block-cursor-blurred-foreground;
+        text-style: $block-cursor-blurred-text-style;
+    }
+    HostTable:focus > .host-table--cursor {
+        background: $block-cursor-background;
+        color: $block-cursor-foreground;
+        text-style: $block-cursor-text-style;
+    }
     HostTable > .host-table--crashed { color: $error; text-style: bold; }
     HostTable.-crashed { border: round $error; }
     """
 
+    class RowHighlighted(Message):
+        """The cursor moved to another host."""
+
+        def __init__(self, table: HostTable, host: str, cursor_row: int) -> None:
+            super().__init__()
+            self.table = table
+            self.host = host
+            self.cursor_row = cursor_row
+
+        @property
+        def control(self) -> HostTable:
+            return self.table
+
     def __init__(self, names: list[str], **kwargs: object) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
+        super().__init__(**kwargs)  # type: ignore[arg-type]
         self.rows_by_name = {n: HostRow(i + 1, n) for i, n in enumerate(names)}
-        # DataTable's render caches (10,000 cells, 1000 rows, 1000 lines) are keyed by its
-        # update count: with numbers changing four times a second they fill with renders
-        # never drawn again, ~25 MB reached after minutes (bench/memory.py: RSS still rising
-        # at 4 M lines). Bounded to a few screens' worth instead.
-        rows = len(names) + 1
-        self._cell_render_cache = LRUCache(4 * len(COLUMNS) * rows)
-        self._row_render_cache = LRUCache(4 * rows)
-        self._row_renderable_cache = LRUCache(4 * rows)
-        self._line_cache = LRUCache(4 * rows)
+        self.names = list(names)
+        self.cursor_row = 0
+        self._cells_by_name: dict[str, list[Text | str]] = {}
+        self._versions = dict.fromkeys(names, 0)
+        self._widths = [cell_len(c) for c in COLUMNS]
+        self._strips: dict[str, tuple[tuple[object, ...], Strip]] = {}
+        """Each row's rendered strip and what it was rendered with."""
 
     def on_mount(self) -> None:
-        for column in COLUMNS:
-            self.add_column(column, key=column)
-        for row in self.rows_by_name.values():
-            self.add_row(*self._cells(row), key=row.name)
+        for name in self.names:
+            self._set_cells(name)
+        self._resize()
+
+    # --- rows --------------------------------------------------------------------------
 
     def _cells(self, row: HostRow) -> list[Text | str]:
         state = row.state
@@ -128,13 +174,32 @@ class HostTable(DataTable[Text | str]):
             cells = [Text(c.plain if isinstance(c, Text) else c, style=alarm) for c in cells]
         return cells
 
+    def _set_cells(self, name: str) -> bool:
+        """Keep the row's new cells; True when a column had to widen."""
+        cells = self._cells(self.rows_by_name[name])
+        self._cells_by_name[name] = cells
+        self._versions[name] += 1
+        wider = False
+        for i, cell in enumerate(cells):
+            width = cell.cell_len if isinstance(cell, Text) else cell_len(cell)
+            if width > self._widths[i]:
+                self._widths[i] = width
+                wider = True
+        return wider
+
+    def _resize(self) -> None:
+        self._strips.clear()
+        width = sum(self._widths) + 2 * len(self._widths)
+        self.virtual_size = Size(width, len(self.names) + 1)
+        self.refresh()
+
     def refresh_host(self, name: str) -> None:
-        row = self.rows_by_name[name]
-        for column, value in zip(COLUMNS, self._cells(row), strict=True):
-            # Widening a column lays out the whole screen: only when the value needs it.
-            width = value.cell_len if isinstance(value, Text) else cell_len(value)
-            wider = width > self.columns[ColumnKey(column)].content_width
-            self.update_cell(name, column, value, update_width=wider)
+        if self._set_cells(name):
+            self._resize()  # a column widened: every row is drawn again
+            return
+        y = self.names.index(name) + 1 - self.scroll_offset.y
+        if 1 <= y < self.size.height:
+            self.refresh_line(y)
 
     def set_state(self, state: HostState) -> None:
         self.rows_by_name[state.host].state = state
@@ -169,3 +234,83 @@ class HostTable(DataTable[Text | str]):
         row.crashed = crashed
         self.refresh_host(name)
         self.set_class(any(r.crashed for r in self.rows_by_name.values()), "-crashed")
+
+    # --- cursor ------------------------------------------------------------------------
+
+    def move_cursor(self, *, row: int) -> None:
+        """Put the cursor on the row-th host (clamped) and scroll it into view."""
+        row = max(0, min(row, len(self.names) - 1))
+        if row == self.cursor_row or not self.names:
+            return
+        old, self.cursor_row = self.cursor_row, row
+        visible = max(1, self.size.height - 1)  # lines under the header
+        top = self.scroll_offset.y
+        if row < top:
+            self.scroll_to(y=row, animate=False)
+        elif row >= top + visible:
+            self.scroll_to(y=row - visible + 1, animate=False)
+        for index in (old, row):
+            y = index + 1 - self.scroll_offset.y
+            if 1 <= y < self.size.height:
+                self.refresh_line(y)
+        self.post_message(self.RowHighlighted(self, self.names[row], row))
+
+    def action_cursor_up(self) -> None:
+        self.move_cursor(row=self.cursor_row - 1)
+
+    def action_cursor_down(self) -> None:
+        self.move_cursor(row=self.cursor_row + 1)
+
+    def action_cursor_first(self) -> None:
+        self.move_cursor(row=0)
+
+    def action_cursor_last(self) -> None:
+        self.move_cursor(row=len(self.names) - 1)
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is not None and offset.y >= 1:
+            self.move_cursor(row=offset.y - 1 + self.scroll_offset.y)
+
+    # --- drawing -----------------------------------------------------------------------
+
+    def _line(self, cells: list[Text | str] | tuple[str, ...], base: Style) -> Strip:
+        text = Text(no_wrap=True, end="")
+        for cell, width in zip(cells, self._widths, strict=True):
+            text.append(" ")
+            if isinstance(cell, Text):
+                text.append_text(cell)
+                pad = width - cell.cell_len
+            else:
+                text.append(cell)
+                pad = width - cell_len(cell)
+            text.append(" " * (pad + 1))
+        return Strip(text.render(self.app.console)).apply_style(base)
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.size.width
+        if y == 0:
+            style = self.get_component_rich_style("host-table--header")
+            strip = self._line(COLUMNS, style)
+        elif 0 <= (index := y - 1 + scroll_y) < len(self.names):
+            strip = self._row_strip(index)
+        else:
+            return Strip.blank(width, self.rich_style)
+        return strip.crop_extend(scroll_x, scroll_x + width, self.rich_style)
+
+    def _row_strip(self, index: int) -> Strip:
+        name = self.names[index]
+        if index == self.cursor_row:
+            base = self.get_component_rich_style("host-table--cursor")
+        elif index % 2:
+            base = self.get_component_rich_style("host-table--even-row")
+        else:
+            base = self.rich_style
+        key = (self._versions[name], base)
+        cached = self._strips.get(name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        strip = self._line(self._cells_by_name[name], base)
+        self._strips[name] = (key, strip)
+        return strip

@@ -2,7 +2,8 @@
 
 Reached through the simulated host's own command `specops-sim-emit --rate R --count N`,
 which is not part of the console's remote vocabulary: benchmarks send it, the console never
-does. Every line is a real decode line with ` seq=N t=EPOCH` appended, so both specops and a
+does. Every line is a real decode line (specops parses it and charts its accept len) with a
+last field ` seq=N t=EPOCH` that is not `key: value`, so both specops and a
 raw `journalctl -o cat | grep 'accept len'` pipeline see it, and receivers can check order,
 loss and emission-to-delivery latency.
 """
@@ -23,7 +24,7 @@ def decode_line(seq: int, now: float) -> str:
     return (
         f"[{stamp} TP0] Decode batch, #running-req: 32, #token: 41230, token usage: 0.02, "
         f"accept len: {4.3 + (seq % 20) / 100:.2f}, accept rate: 0.43, cuda graph: True, "
-        f"gen throughput (token/s): 1650.00, #queue-req: 0 seq={seq} t={now:.6f}"
+        f"gen throughput (token/s): 1650.00, #queue-req: 0, seq={seq} t={now:.6f}"
     )
 
 

@@ -1,0 +1,81 @@
+"""The fleet table on its own: cursor keys, clicks, scrolling a long fleet, live numbers."""
+
+from __future__ import annotations
+
+from textual.app import App, ComposeResult
+
+from widgets.host_table import HostTable
+
+HOSTS = [f"gpu{n:02d}" for n in range(1, 21)]
+
+
+class TableApp(App[None]):
+    def __init__(self) -> None:
+        super().__init__()
+        self.highlighted: list[tuple[str, int]] = []
+
+    def compose(self) -> ComposeResult:
+        yield HostTable(HOSTS, id="hosts")
+
+    def on_host_table_row_highlighted(self, message: HostTable.RowHighlighted) -> None:
+        self.highlighted.append((message.host, message.cursor_row))
+
+
+def screen_lines(app: App[None]) -> list[str]:
+    table = app.query_one(HostTable)
+    return [table.render_line(y).text for y in range(table.size.height)]
+
+
+async def test_keys_move_the_cursor_and_name_the_host() -> None:
+    app = TableApp()
+    async with app.run_test(size=(100, 12)) as pilot:
+        table = app.query_one(HostTable)
+        table.focus()
+        await pilot.press("down", "down", "up")
+        assert table.cursor_row == 1
+        assert app.highlighted == [("gpu02", 1), ("gpu03", 2), ("gpu02", 1)]
+        await pilot.press("end")
+        assert app.highlighted[-1] == ("gpu20", 19)
+        await pilot.press("down")  # already on the last host: nothing happens
+        assert len(app.highlighted) == 4
+
+
+async def test_a_long_fleet_scrolls_under_a_fixed_header() -> None:
+    app = TableApp()
+    async with app.run_test(size=(100, 12)) as pilot:
+        table = app.query_one(HostTable)
+        assert table.size.height == 12  # header + 11 hosts (max-height), the rest scroll
+        table.move_cursor(row=15)
+        await pilot.pause()
+        lines = screen_lines(app)
+        assert lines[0].split()[:3] == ["#", "host", "connection"]
+        assert any(line.split()[:2] == ["16", "gpu16"] for line in lines[1:])
+        table.move_cursor(row=0)
+        await pilot.pause()
+        assert screen_lines(app)[1].split()[:2] == ["1", "gpu01"]
+
+
+async def test_a_click_selects_the_host_under_the_pointer() -> None:
+    app = TableApp()
+    async with app.run_test(size=(100, 12)) as pilot:
+        await pilot.click(HostTable, offset=(5, 4))  # line 4: the fourth host
+        assert app.highlighted == [("gpu04", 3)]
+        await pilot.click(HostTable, offset=(5, 0))  # the header selects nothing
+        assert len(app.highlighted) == 1
+
+
+async def test_new_numbers_redraw_the_row_and_widen_its_column() -> None:
+    app = TableApp()
+    async with app.run_test(size=(120, 12)) as pilot:
+        table = app.query_one(HostTable)
+        before = screen_lines(app)[2]
+        assert before.split()[-3:] == ["-", "-", "-"]
+        table.set_metrics("gpu02", 4.8, 1650.0, graph=True)
+        await pilot.pause()
+        assert screen_lines(app)[2].split()[-3:] == ["4.80", "1650", "-"]
+        table.set_metrics("gpu02", 4.8, 123456789.0)  # wider than the `tok/s` header
+        await pilot.pause()
+        lines = screen_lines(app)
+        assert "123456789" in lines[2]
+        header = lines[0]
+        assert header.index("alerts") > lines[2].index("123456789") + len("123456789")
