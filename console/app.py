@@ -43,6 +43,7 @@ from console.rollout import RolloutOptions
 from console.settings import Settings, state_dir
 from console.snapshot import run_snapshot
 from console.state import write_atomic
+from widgets.accept_chart import POINTS as CHART_POINTS
 from widgets.accept_chart import AcceptChart
 from widgets.alerts import AlertsScreen, alert_text
 from widgets.audit_view import AuditScreen
@@ -398,13 +399,16 @@ class SpecopsApp(App[int]):
             return
         due = [self._metrics_due.popitem() for _ in range(len(self._metrics_due))]
         for host, event in due:
-            chart.update_host(host, self.fleet.monitors[host].recent("accept_len"))
+            chart.update_host(host, self._chart_values(host))
             values = event.values
             table.set_metrics(
                 host, values.get("accept_len"), values.get("gen_throughput"), event.graph
             )
         # The stats panel (a table of windows over minutes) is redrawn by its 1 s timer:
         # drawing it at 4 Hz was the most expensive part of a busy frame.
+
+    def _chart_values(self, host: str) -> list[float]:
+        return self.fleet.monitors[host].recent("accept_len", newest=CHART_POINTS)
 
     @on(CrashReceived)
     def _crash(self, message: CrashReceived) -> None:
@@ -430,7 +434,7 @@ class SpecopsApp(App[int]):
             return
         if isinstance(event, InvocationChanged):
             table.new_run(event.host)
-            chart.update_host(event.host, self.fleet.monitors[event.host].recent("accept_len"))
+            chart.update_host(event.host, self._chart_values(event.host))
             return
         last = next((c for c in reversed(self.crashes) if c.host == event.host), None)
         if last is not None and last.invocation != event.invocation:

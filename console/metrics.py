@@ -154,13 +154,16 @@ class Series:
         """The newest `(ts, value)`, whatever invocation it belongs to."""
         return self._samples[-1] if self._samples else None
 
-    def samples(self, since: float | None = None) -> list[tuple[float, float]]:
-        """Retained `(ts, value)` samples, oldest first; only those with `ts >= since` if given."""
-        if since is None:
+    def samples(
+        self, since: float | None = None, newest: int | None = None
+    ) -> list[tuple[float, float]]:
+        """Retained `(ts, value)` samples, oldest first; only those with `ts >= since` if given,
+        and only the `newest` of those if given (a chart's width, not a flood's 20,000)."""
+        if since is None and newest is None:
             return list(self._samples)
         newest_first = []
-        for sample in reversed(self._samples):
-            if sample[0] < since:
+        for sample in islice(reversed(self._samples), newest):
+            if since is not None and sample[0] < since:
                 break
             newest_first.append(sample)
         newest_first.reverse()

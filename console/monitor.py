@@ -162,13 +162,17 @@ class HostMonitor:
         with self._lock:
             return self.metrics.summary(name, self.now())
 
-    def recent(self, name: str, seconds: float = TEN_MINUTES) -> list[float]:
-        """The values of one series over the last `seconds`, oldest first (for charts)."""
+    def recent(
+        self, name: str, seconds: float = TEN_MINUTES, newest: int | None = None
+    ) -> list[float]:
+        """The values of one series over the last `seconds` (at most the `newest` of them),
+        oldest first (for charts)."""
         with self._lock:
             series = self.metrics.series(name)
             if series is None:
                 return []
-            return [value for _, value in series.samples(since=self.now() - seconds)]
+            samples = series.samples(since=self.now() - seconds, newest=newest)
+            return [value for _, value in samples]
 
 
 def _numbers(parsed: object) -> dict[str, float]:

@@ -134,6 +134,8 @@ class HostTable(ScrollView, can_focus=True):
         for name in self.names:
             self._set_cells(name)
         self._resize()
+        if self.names:  # the first host is current from the start, as with a cursor move
+            self.post_message(self.RowHighlighted(self, self.names[0], 0))
 
     # --- rows --------------------------------------------------------------------------
 

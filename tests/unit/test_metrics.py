@@ -211,6 +211,8 @@ def test_samples_since() -> None:
         series.append(float(i), float(i * i))
     assert series.samples(since=3.0) == [(3.0, 9.0), (4.0, 16.0)]
     assert series.samples() == [(float(i), float(i * i)) for i in range(5)]
+    assert series.samples(newest=2) == [(3.0, 9.0), (4.0, 16.0)]
+    assert series.samples(since=4.0, newest=3) == [(4.0, 16.0)]
     assert series.last == (4.0, 16.0)
 
 

@@ -79,6 +79,7 @@ def test_decode_lines_feed_the_series_and_the_event() -> None:
     minute = monitor.summary("accept_len").minute
     assert minute is not None and minute.count == 4 and minute.mean == run.mean
     assert monitor.recent("accept_len") == accepts
+    assert monitor.recent("accept_len", newest=2) == accepts[-2:]  # a chart's width
 
 
 def test_replayed_history_counts_for_the_run_but_not_for_the_last_minute() -> None:
