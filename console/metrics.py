@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
+from itertools import chain, islice
 from types import MappingProxyType
 
 from console.sglang import DecodeBatch, ParsedLine, PrefillBatch
@@ -106,13 +106,22 @@ class Series:
         "_inv_max",
         "_inv_min",
         "_inv_sum",
-        "_samples",
+        "_maxlen",
+        "_next",
+        "_ts",
+        "_values",
     )
 
     def __init__(self, maxlen: int = DEFAULT_MAXLEN) -> None:
         if maxlen < 1:
             raise ValueError(f"maxlen must be at least 1, not {maxlen}")
-        self._samples: deque[tuple[float, float]] = deque(maxlen=maxlen)
+        # Two arrays of doubles used as one ring (16 bytes a sample, where a deque of
+        # `(ts, value)` tuples took ~90): a fleet of streaming hosts keeps five full series
+        # each. They grow to `maxlen`, then `_next` is where the oldest sample is replaced.
+        self._maxlen = maxlen
+        self._ts = array("d")
+        self._values = array("d")
+        self._next = 0
         self.reset_invocation()
 
     def reset_invocation(self) -> None:
@@ -126,18 +135,23 @@ class Series:
 
     @property
     def maxlen(self) -> int:
-        maxlen = self._samples.maxlen
-        assert maxlen is not None
-        return maxlen
+        return self._maxlen
 
     def __len__(self) -> int:
-        return len(self._samples)
+        return len(self._ts)
 
     def append(self, ts: float, value: float) -> bool:
         """Record a sample; non-finite values are dropped (False), so stats stay meaningful."""
         if not (math.isfinite(value) and math.isfinite(ts)):
             return False
-        self._samples.append((ts, value))
+        if len(self._ts) < self._maxlen:
+            self._ts.append(ts)
+            self._values.append(value)
+        else:
+            at = self._next
+            self._ts[at] = ts
+            self._values[at] = value
+            self._next = at + 1 if at + 1 < self._maxlen else 0
         self._inv_count += 1
         self._inv_sum += value
         # Comparisons, not min()/max(): five series take every decode line of a flood.
@@ -149,20 +163,29 @@ class Series:
         self._inv_cache = None
         return True
 
+    def _newest_first(self) -> Iterator[tuple[float, float]]:
+        """`(ts, value)` from the newest sample back to the oldest."""
+        ts, values, split = self._ts, self._values, self._next
+        return chain(
+            zip(reversed(ts[:split]), reversed(values[:split]), strict=True),
+            zip(reversed(ts[split:]), reversed(values[split:]), strict=True),
+        )
+
     @property
     def last(self) -> tuple[float, float] | None:
         """The newest `(ts, value)`, whatever invocation it belongs to."""
-        return self._samples[-1] if self._samples else None
+        if not self._ts:
+            return None
+        at = self._next - 1  # -1: the array's end, before the ring has wrapped
+        return self._ts[at], self._values[at]
 
     def samples(
         self, since: float | None = None, newest: int | None = None
     ) -> list[tuple[float, float]]:
         """Retained `(ts, value)` samples, oldest first; only those with `ts >= since` if given,
         and only the `newest` of those if given (a chart's width, not a flood's 20,000)."""
-        if since is None and newest is None:
-            return list(self._samples)
         newest_first = []
-        for sample in islice(reversed(self._samples), newest):
+        for sample in islice(self._newest_first(), newest):
             if since is not None and sample[0] < since:
                 break
             newest_first.append(sample)
@@ -173,7 +196,7 @@ class Series:
         """Values with `now - seconds <= ts <= now`, in arrival order."""
         cutoff = now - seconds
         newest_first: list[float] = []
-        for ts, value in reversed(self._samples):
+        for ts, value in self._newest_first():
             if ts > now:
                 continue
             if ts < cutoff:
@@ -191,8 +214,8 @@ class Series:
         if self._inv_count == 0:
             return None
         if self._inv_cache is None:
-            retained = min(self._inv_count, len(self._samples))
-            tail = [value for _, value in islice(reversed(self._samples), retained)]
+            retained = min(self._inv_count, len(self._ts))
+            tail = [value for _, value in islice(self._newest_first(), retained)]
             self._inv_cache = Stats(
                 count=self._inv_count,
                 last=self._inv_last,

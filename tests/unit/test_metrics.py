@@ -260,3 +260,19 @@ def test_window_matches_a_brute_force_recount(values: list[float], maxlen: int) 
         min(values),
         max(values),
     )
+
+
+def test_a_wrapped_series_reads_in_arrival_order() -> None:
+    """Past `maxlen` the oldest sample is replaced in place: reads still go oldest → newest."""
+    series = Series(maxlen=4)
+    for i in range(7):  # 0..6: 3, 4, 5, 6 are kept, the ring's seam is mid-array
+        series.append(float(i), float(10 * i))
+    assert series.samples() == [(3.0, 30.0), (4.0, 40.0), (5.0, 50.0), (6.0, 60.0)]
+    assert series.last == (6.0, 60.0)
+    assert series.samples(newest=3) == [(4.0, 40.0), (5.0, 50.0), (6.0, 60.0)]
+    assert series.window_values(now=5.0, seconds=1.5) == [40.0, 50.0]  # 6.0 is after `now`
+    stats = series.invocation()
+    assert stats is not None and stats.p50 == 45.0 and stats.count == 7
+    series.append(7.0, 70.0)  # the seam wraps back to the array's start
+    assert series.samples() == [(4.0, 40.0), (5.0, 50.0), (6.0, 60.0), (7.0, 70.0)]
+    assert series.last == (7.0, 70.0)
