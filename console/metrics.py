@@ -205,6 +205,26 @@ class Series:
         newest_first.reverse()
         return newest_first
 
+    def nested_windows(
+        self, now: float, short: float, long: float
+    ) -> tuple[list[float], list[float]]:
+        """`window_values` of a short and a long window ending at `now`, in one pass."""
+        short_cutoff, long_cutoff = now - short, now - long
+        newest_first: list[float] = []
+        short_count: int | None = None
+        for ts, value in self._newest_first():
+            if ts > now:
+                continue
+            if ts < long_cutoff:
+                break
+            if short_count is None and ts < short_cutoff:
+                short_count = len(newest_first)
+            newest_first.append(value)
+        if short_count is None:
+            short_count = len(newest_first)
+        newest_first.reverse()
+        return newest_first[len(newest_first) - short_count :], newest_first
+
     def window(self, now: float, seconds: float) -> Stats | None:
         """Statistics over the last `seconds` before `now`."""
         return Stats.of(self.window_values(now, seconds))
@@ -327,8 +347,14 @@ class HostMetrics:
 
     def summary(self, name: str, now: float) -> SeriesSummary:
         """Last minute, last ten minutes and current invocation of one series."""
+        series = self._series.get(name)
+        if series is None:
+            return SeriesSummary(None, None, None)
+        minute, ten_minutes = series.nested_windows(now, MINUTE, TEN_MINUTES)
+        ten = Stats.of(ten_minutes)
+        # Under a flood (20,000 samples a second) both windows hold the same samples.
         return SeriesSummary(
-            minute=self.stats(name, now, MINUTE),
-            ten_minutes=self.stats(name, now, TEN_MINUTES),
-            invocation=self.invocation_stats(name),
+            minute=ten if len(minute) == len(ten_minutes) else Stats.of(minute),
+            ten_minutes=ten,
+            invocation=series.invocation(),
         )

@@ -276,3 +276,23 @@ def test_a_wrapped_series_reads_in_arrival_order() -> None:
     series.append(7.0, 70.0)  # the seam wraps back to the array's start
     assert series.samples() == [(4.0, 40.0), (5.0, 50.0), (6.0, 60.0), (7.0, 70.0)]
     assert series.last == (7.0, 70.0)
+
+
+def test_nested_windows_match_two_separate_windows() -> None:
+    series = Series()
+    # Arrival order with a late sample (ts 95 after 150) and one from after `now`.
+    for ts, value in [(10.0, 1.0), (95.0, 2.0), (150.0, 3.0), (95.0, 4.0), (170.0, 5.0)]:
+        series.append(ts, value)
+    for now in (100.0, 160.0, 200.0, 900.0):
+        short, long = series.nested_windows(now, 60.0, 600.0)
+        assert short == series.window_values(now, 60.0)
+        assert long == series.window_values(now, 600.0)
+
+
+def test_a_flood_summary_shares_one_window() -> None:
+    host = HostMetrics()
+    for i in range(1000):
+        host.observe(parse_line(decode(4.0 + i % 3)), ts=1000.0 + i / 1000)
+    summary = host.summary("accept_len", now=1001.0)
+    assert summary.minute is summary.ten_minutes  # computed once
+    assert summary.minute is not None and summary.minute.count == 1000
