@@ -98,6 +98,8 @@ def sim_fleet(
                 str(hosts),
                 "--load-delay",
                 str(load_s),
+                "--decode-interval",
+                str(decode_interval_s),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

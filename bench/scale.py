@@ -1,10 +1,11 @@
 """Many idle hosts: CPU and memory of specops holding 64 connected, quiet hosts.
 
-    python3 -m bench.scale [--hosts 64] [--seconds 30]
+    python3 -m bench.scale [--hosts 64] [--seconds 30] [--decode-interval 3600]
 
 Every host is connected, its journal followed and its unit polled, as in the TUI; the hosts
-log nothing (a quiet fleet between experiments). CPU is this process's user+system time
-over the window, as a share of one core.
+log nothing (a quiet fleet between experiments). With `--decode-interval 1` each host logs
+one decode line a second instead, as a server under load does by default. CPU is this
+process's user+system time over the window, as a share of one core.
 """
 
 from __future__ import annotations
@@ -41,10 +42,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--hosts", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--decode-interval", type=float, default=3600.0, help="seconds")
     args = parser.parse_args()
-    with sim_fleet(hosts=args.hosts, decode_interval_s=3600) as sim:
+    with sim_fleet(hosts=args.hosts, decode_interval_s=args.decode_interval) as sim:
         row = asyncio.run(idle(sim.profiles, args.seconds))
-    columns = ["hosts", "connected", "seconds", "cpu_pct_of_core", "rss_mb"]
+    row["decode_interval_s"] = args.decode_interval
+    columns = ["hosts", "decode_interval_s", "connected", "seconds", "cpu_pct_of_core", "rss_mb"]
     report("scale", f"{args.hosts} idle connected hosts", columns, [row])
 
 
