@@ -1,7 +1,7 @@
 """Line → screen latency and keypress → repaint latency of the real app (headless).
 
     python3 -m bench.ui latency [--rate 1000] [--seconds 10]
-    python3 -m bench.ui keys [--hosts 8] [--rate 5000] [--seconds 10]
+    python3 -m bench.ui keys [--hosts 8] [--rate 5000] [--seconds 60]
 
 latency: a host logs numbered lines stamped with their emission time; the app's journal
 view records when each line is written to the widget (after batching). keys: every host
@@ -118,16 +118,18 @@ def main() -> None:
     parser.add_argument("mode", choices=["latency", "keys"])
     parser.add_argument("--hosts", type=int, default=8)
     parser.add_argument("--rate", type=float, default=None)
-    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--seconds", type=float, default=None, help="latency: 10, keys: 60 (~350 presses)"
+    )
     args = parser.parse_args()
     if args.mode == "latency":
         with sim_fleet(hosts=1) as sim:
-            row = asyncio.run(latency(sim, args.rate or 1000.0, args.seconds))
+            row = asyncio.run(latency(sim, args.rate or 1000.0, args.seconds or 10.0))
         columns = ["measure", "rate", "lines", "seen", "p50_ms", "p99_ms", "max_ms"]
         report("latency", "Emission → journal view (headless app)", columns, [row])
     else:
         with sim_fleet(hosts=args.hosts, load_s=0.3) as sim:
-            row = asyncio.run(keys(sim, args.rate or 5000.0, args.seconds))
+            row = asyncio.run(keys(sim, args.rate or 5000.0, args.seconds or 60.0))
         columns = ["measure", "hosts", "rate_per_host", "presses", "samples", "p50_ms", "p99_ms"]
         report("keys", "Keypress → repaint under load (headless app)", columns, [row])
 

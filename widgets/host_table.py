@@ -76,10 +76,10 @@ class HostTable(ScrollView, can_focus=True):
     """Hosts in profile order under a fixed header; `1`–`9` in the app select them."""
 
     BINDINGS = [
-        Binding("up", "cursor_up", "previous host", show=False),
-        Binding("down", "cursor_down", "next host", show=False),
-        Binding("home", "cursor_first", "first host", show=False),
-        Binding("end", "cursor_last", "last host", show=False),
+        Binding("up", "cursor_up", "previous host", show=False, id="hosts-up"),
+        Binding("down", "cursor_down", "next host", show=False, id="hosts-down"),
+        Binding("home", "cursor_first", "first host", show=False, id="hosts-first"),
+        Binding("end", "cursor_last", "last host", show=False, id="hosts-last"),
     ]
     COMPONENT_CLASSES = {
         "host-table--header",
