@@ -194,16 +194,7 @@ class Series:
 
     def window_values(self, now: float, seconds: float) -> list[float]:
         """Values with `now - seconds <= ts <= now`, in arrival order."""
-        cutoff = now - seconds
-        newest_first: list[float] = []
-        for ts, value in self._newest_first():
-            if ts > now:
-                continue
-            if ts < cutoff:
-                break
-            newest_first.append(value)
-        newest_first.reverse()
-        return newest_first
+        return self.nested_windows(now, seconds, seconds)[1]
 
     def nested_windows(
         self, now: float, short: float, long: float

@@ -12,6 +12,7 @@ four times a second, and Textual's Sparkline blended a colour per bar on each dr
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import groupby
 
 from rich.segment import Segment
 from rich.style import Style
@@ -99,12 +100,8 @@ class ChartRow(Widget):
         levels = bar_levels(self.values, bars)
         if levels:
             styles = [base + style for style in self._bar_styles()]
-            run_start = 0
-            for i in range(1, len(levels) + 1):
-                if i == len(levels) or levels[i] != levels[run_start]:
-                    level = levels[run_start]
-                    segments.append(Segment(BARS[level] * (i - run_start), styles[level]))
-                    run_start = i
+            for level, run in groupby(levels):  # one segment per run of equal bars
+                segments.append(Segment(BARS[level] * len(list(run)), styles[level]))
         else:
             segments.append(Segment(" " * bars, base))
         values = self.values

@@ -199,7 +199,11 @@ class HostTable(ScrollView, can_focus=True):
         if self._set_cells(name):
             self._resize()  # a column widened: every row is drawn again
             return
-        y = self.names.index(name) + 1 - self.scroll_offset.y
+        self._refresh_row(self.rows_by_name[name].index - 1)
+
+    def _refresh_row(self, index: int) -> None:
+        """Repaint one host's line, if it is on screen (line 0 is the header)."""
+        y = index + 1 - self.scroll_offset.y
         if 1 <= y < self.size.height:
             self.refresh_line(y)
 
@@ -251,10 +255,8 @@ class HostTable(ScrollView, can_focus=True):
             self.scroll_to(y=row, animate=False)
         elif row >= top + visible:
             self.scroll_to(y=row - visible + 1, animate=False)
-        for index in (old, row):
-            y = index + 1 - self.scroll_offset.y
-            if 1 <= y < self.size.height:
-                self.refresh_line(y)
+        self._refresh_row(old)
+        self._refresh_row(row)
         self.post_message(self.RowHighlighted(self, self.names[row], row))
 
     def action_cursor_up(self) -> None:

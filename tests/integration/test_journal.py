@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
 
 from console.journal import DELIVERY_SLICE, JournalEntry, JournalFollower
 from console.profiles import Profile
@@ -14,6 +16,16 @@ from console.ssh import Backoff, HostSession
 
 QUICK = Backoff(initial_s=0.02, cap_s=0.2)
 UNIT = "seqtest.service"
+
+
+@pytest.fixture
+async def session(profiles: list[Profile]) -> AsyncIterator[HostSession]:
+    """A connected session to the first simulated host (fast reconnects), closed afterwards."""
+    session = HostSession(profiles[0], backoff=QUICK)
+    session.start()
+    assert await session.wait_connected(10)
+    yield session
+    await session.close()
 
 
 async def until(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
@@ -39,13 +51,10 @@ def shown(n: int) -> str:
 
 
 async def test_every_line_exactly_once_in_order_across_20_torn_disconnects(
-    sim: SimFleet, profiles: list[Profile]
+    sim: SimFleet, profiles: list[Profile], session: HostSession
 ) -> None:
     profile = profiles[0]
     host = sim.hosts[profile.name]
-    session = HostSession(profile, backoff=QUICK)
-    session.start()
-    assert await session.wait_connected(10)
     records: list[JournalEntry] = []
     follower = JournalFollower(session, UNIT, records.extend, backoff=QUICK)
     task = asyncio.create_task(follower.run())
@@ -84,18 +93,14 @@ async def test_every_line_exactly_once_in_order_across_20_torn_disconnects(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        await session.close()
 
 
 async def test_rate_limit_gap_restart_marker_and_traceback_record(
-    sim: SimFleet, profiles: list[Profile]
+    sim: SimFleet, profiles: list[Profile], session: HostSession
 ) -> None:
     profile = profiles[0]
     host = sim.hosts[profile.name]
     journal = host.journal
-    session = HostSession(profile, backoff=QUICK)
-    session.start()
-    assert await session.wait_connected(10)
     records: list[JournalEntry] = []
     follower = JournalFollower(session, UNIT, records.extend, backoff=QUICK)
     task = asyncio.create_task(follower.run())
@@ -138,19 +143,15 @@ async def test_rate_limit_gap_restart_marker_and_traceback_record(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        await session.close()
 
 
 async def test_the_gate_is_asked_before_every_slice_of_a_large_read(
-    sim: SimFleet, profiles: list[Profile]
+    sim: SimFleet, profiles: list[Profile], session: HostSession
 ) -> None:
-    """Back-pressure (a full inbox, a key being answered) holds within 256 lines, not after
+    """The gate (a full inbox; the engine pausing for a key) holds within 256 lines, not after
     the ~1000 of a whole read; the rest waits, then arrives exactly once and in order."""
     profile = profiles[0]
     host = sim.hosts[profile.name]
-    session = HostSession(profile, backoff=QUICK)
-    session.start()
-    assert await session.wait_connected(10)
     records: list[JournalEntry] = []
     slices_allowed = [0]
 
@@ -192,4 +193,3 @@ async def test_the_gate_is_asked_before_every_slice_of_a_large_read(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        await session.close()

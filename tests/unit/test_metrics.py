@@ -278,15 +278,22 @@ def test_a_wrapped_series_reads_in_arrival_order() -> None:
     assert series.last == (7.0, 70.0)
 
 
-def test_nested_windows_match_two_separate_windows() -> None:
+def test_nested_windows_read_both_windows_in_one_pass() -> None:
     series = Series()
-    # Arrival order with a late sample (ts 95 after 150) and one from after `now`.
+    # Arrival order with a late sample (ts 95 after 150) and one from after some `now`s.
     for ts, value in [(10.0, 1.0), (95.0, 2.0), (150.0, 3.0), (95.0, 4.0), (170.0, 5.0)]:
         series.append(ts, value)
-    for now in (100.0, 160.0, 200.0, 900.0):
-        short, long = series.nested_windows(now, 60.0, 600.0)
-        assert short == series.window_values(now, 60.0)
-        assert long == series.window_values(now, 600.0)
+    # (now, last 60 s, last 600 s); a window stops at the first sample older than it.
+    expected = [
+        (100.0, [2.0, 4.0], [1.0, 2.0, 4.0]),
+        (160.0, [], [1.0, 2.0, 3.0, 4.0]),
+        (200.0, [5.0], [1.0, 2.0, 3.0, 4.0, 5.0]),
+        (900.0, [], []),
+    ]
+    for now, minute, ten in expected:
+        assert series.nested_windows(now, 60.0, 600.0) == (minute, ten)
+        assert series.window_values(now, 60.0) == minute
+        assert series.window_values(now, 600.0) == ten
 
 
 def test_a_flood_summary_shares_one_window() -> None:
