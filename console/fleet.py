@@ -164,7 +164,8 @@ class Fleet:
         """
         monitor = self.monitors[crash.host]
         try:
-            status = await asyncio.wait_for(read_status(self.sessions[crash.host]), 2.0)
+            async with asyncio.timeout(2.0):
+                status = await read_status(self.sessions[crash.host])
         except (RemoteError, ValueError, TimeoutError) as exc:
             log.warning("%s: flags at crash time unknown: %s", crash.host, exc)
         else:
@@ -190,7 +191,8 @@ class Fleet:
             self._remember(status)
             dirty = self._dirty[name]
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(dirty.wait(), self.poll_s)
+                async with asyncio.timeout(self.poll_s):
+                    await dirty.wait()
             dirty.clear()
             await asyncio.sleep(0.2)  # coalesce a burst of systemd lines into one read
 

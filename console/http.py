@@ -91,7 +91,8 @@ async def request(
     """One request to 127.0.0.1:`port` on the host. Raises PortClosed, HttpError, Disconnected."""
     data = build_request(method, path, port, body)
     try:
-        reader, writer = await asyncio.wait_for(session.open_tcp(port), timeout)
+        async with asyncio.timeout(timeout):
+            reader, writer = await session.open_tcp(port)
     except TimeoutError:
         raise HttpError(f"opening 127.0.0.1:{port} timed out after {timeout:.0f}s") from None
     except Disconnected as exc:
@@ -100,7 +101,8 @@ async def request(
         raise
     try:
         writer.write(data)
-        raw = await asyncio.wait_for(_read_all(reader), timeout)
+        async with asyncio.timeout(timeout):
+            raw = await _read_all(reader)
     except TimeoutError:
         raise HttpError(f"{method} {path}: no complete answer within {timeout:.0f}s") from None
     except (OSError, asyncssh.Error) as exc:

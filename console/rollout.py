@@ -310,8 +310,8 @@ class Rollout:
                     return
             watch.changed.clear()
             with contextlib.suppress(TimeoutError):
-                wait = max(0.0, next_poll - time.monotonic())
-                await asyncio.wait_for(watch.changed.wait(), wait)
+                async with asyncio.timeout(max(0.0, next_poll - time.monotonic())):
+                    await watch.changed.wait()
 
     async def _ready_now(self, invocation: str, restarts: int, started: float) -> bool:
         watch = self._watch
@@ -365,7 +365,8 @@ class Rollout:
             self._check_crash()
             watch.changed.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(watch.changed.wait(), deadline - time.monotonic())
+                async with asyncio.timeout(deadline - time.monotonic()):
+                    await watch.changed.wait()
         self._check_crash()
         props = await self._show()
         if props.get("InvocationID") != invocation or props.get("ActiveState") != "active":

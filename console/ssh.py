@@ -158,10 +158,10 @@ async def fetch_host_key(profile: Profile) -> asyncssh.SSHKey | None:
     kwargs = {k: opts[k] for k in ("port", "config") if k in opts}
     tunnel = await _open_jump(profile) if profile.ssh.proxy_jump else None
     try:
-        return await asyncio.wait_for(
-            asyncssh.get_server_host_key(profile.ssh.host, tunnel=tunnel or (), **kwargs),
-            profile.ssh.connect_timeout_s,
-        )
+        async with asyncio.timeout(profile.ssh.connect_timeout_s):
+            return await asyncssh.get_server_host_key(
+                profile.ssh.host, tunnel=tunnel or (), **kwargs
+            )
     finally:
         if tunnel is not None:
             tunnel.close()
@@ -242,13 +242,15 @@ class HostSession:
     async def wait_settled(self, timeout: float) -> HostState:
         """Wait until the first connection attempt has an outcome (or `timeout`)."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._settled.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._settled.wait()
         return self._state
 
     async def wait_connected(self, timeout: float | None = None) -> bool:
         """Wait for a live connection (forever when `timeout` is None)."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._connected.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._connected.wait()
         return self._connected.is_set()
 
     def _set(self, state: ConnState, detail: str = "", fingerprint: str | None = None) -> None:
@@ -307,7 +309,8 @@ class HostSession:
     async def _sleep(self, delay: float | None) -> None:
         self._wake.clear()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), delay)
+            async with asyncio.timeout(delay):
+                await self._wake.wait()
 
     async def _offered_fingerprint(self) -> str | None:
         try:
@@ -358,7 +361,8 @@ class HostSession:
             if command.stdin is not None:
                 proc.stdin.write(command.stdin)
             proc.stdin.write_eof()
-            completed = await asyncio.wait_for(proc.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                completed = await proc.wait()
         except TimeoutError:
             proc.kill()
             proc.close()
@@ -407,7 +411,8 @@ class HostSession:
                 if lines:
                     yield lines
             try:
-                await asyncio.wait_for(proc.wait_closed(), 10)
+                async with asyncio.timeout(10):
+                    await proc.wait_closed()
             except (OSError, asyncssh.Error, TimeoutError) as exc:
                 raise Disconnected(self.name, f"`{shell}`: {_describe(exc)}") from exc
             returncode = proc.returncode
@@ -451,7 +456,8 @@ def _text(value: Any) -> str:
 
 async def _drain(proc: asyncssh.SSHClientProcess[str]) -> str:
     with contextlib.suppress(OSError, asyncssh.Error, TimeoutError):
-        return _text(await asyncio.wait_for(proc.stderr.read(65536), 2))
+        async with asyncio.timeout(2):
+            return _text(await proc.stderr.read(65536))
     return ""
 
 

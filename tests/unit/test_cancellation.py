@@ -1,0 +1,54 @@
+"""Stopping never hangs: a wait that completes just as it is cancelled is still cancelled.
+
+Python 3.11's `asyncio.wait_for` returns the inner result when the cancel and the
+completion land in the same loop iteration, and the cancel is lost: the fleet's status poll
+then went back to waiting for an hour and `Fleet.stop()` waited for it forever (seen in CI).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from console.profiles import load_profile
+from console.ssh import HostSession
+
+PROFILE = """
+name = "gpu1"
+[ssh]
+host = "127.0.0.1"
+[service]
+unit = "sglang.service"
+"""
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_a_wait_cancelled_as_it_completes_is_cancelled(tmp_path: Path) -> None:
+    path = tmp_path / "gpu1.toml"
+    path.write_text(PROFILE)
+    session = HostSession(load_profile(path))
+    waiter = asyncio.create_task(session.wait_connected(3600))
+    await settle()
+    session._connected.set()  # the wait completes and the stop arrives in one loop iteration
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+
+
+def test_the_core_bounds_waits_with_asyncio_timeout_only() -> None:
+    """`asyncio.timeout` honours a cancel that races a completion; 3.11's `wait_for` does not."""
+    repo = Path(__file__).resolve().parents[2]
+    offenders = [
+        f"{path.relative_to(repo)}:{n}"
+        for folder in ("console", "widgets")
+        for path in sorted((repo / folder).rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "asyncio.wait_for(" in line
+    ]
+    assert offenders == []
