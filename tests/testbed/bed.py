@@ -18,7 +18,7 @@ from console.profiles import Profile, load_profile
 from console.sim.fleet import HOST_NAMES, render_profile
 from console.ssh import host_key_line
 from tests.testbed import layout, netns
-from tests.testbed.hosts import Host, wait_all, wait_for
+from tests.testbed.hosts import BootError, Host, wait_all, wait_for
 
 HEALTHY = {"ActiveState": "active", "SubState": "running", "NRestarts": "0"}
 COMMENT = "A testbed host (tests/testbed): real OpenSSH + systemd in a network namespace."
@@ -61,6 +61,9 @@ class Testbed:
     # --- lifecycle -------------------------------------------------------------------
 
     def start(self) -> None:
+        missing = [p for p in ("/usr/sbin/sshd", "/lib/systemd/systemd") if not Path(p).exists()]
+        if missing:  # fail in a second, not after a minute of waiting for a port
+            raise BootError(f"testbed: {', '.join(missing)} not installed (.ci/run installs them)")
         d = self.directory
         d.mkdir(parents=True, exist_ok=True)
         keygen = ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "specops-testbed"]

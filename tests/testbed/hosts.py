@@ -209,12 +209,12 @@ class Host:
         if self.process is None:
             return
         if self.process.poll() is None:
-            if self.init_pid:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.init_pid, signal.SIGKILL)
-            else:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.process.pid, signal.SIGKILL)
+            if not self.init_pid:  # torn down before wait_booted saw it (another host failed)
+                with contextlib.suppress(BootError):
+                    self._find_init()
+            # Not `unshare` alone: killing it would leave its child, the namespace's init, alive.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.init_pid or self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=30)
         self.process = None
         self.init_pid = 0
