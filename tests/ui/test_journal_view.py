@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.message import Message
@@ -138,3 +139,31 @@ async def test_search_and_merged_view(sim: SimFleet) -> None:
         assert all(re.match(r"(b300   |pro6000) │ ", line) for line in view.lines)
         await pilot.press("m")
         assert not view.merged and not any(" │ " in line for line in view.lines)
+
+
+async def test_writing_lines_measures_them_without_a_worker() -> None:
+    """`Log` starts a thread worker per write to measure the lines; the view measures them
+    itself (a worker per flush was a thread start and a dozen objects of cyclic garbage)."""
+    from textual.app import App, ComposeResult
+
+    class Bare(App[None]):
+        def compose(self) -> ComposeResult:
+            yield JournalView(100)
+
+    app = Bare()
+    async with app.run_test(size=(40, 10)) as pilot:
+        started: list[object] = []
+        add_worker = app.workers.add_worker
+
+        def spy(worker: Any, *args: Any, **kwargs: Any) -> None:
+            started.append(worker)
+            add_worker(worker, *args, **kwargs)
+
+        app.workers.add_worker = spy  # type: ignore[method-assign]
+        view = app.query_one(JournalView)
+        view.write_lines(["short", "x" * 70, "tab\there", "宽字符" * 10])
+        assert view.virtual_size.width == 70  # at once; the widest line, not the CJK one (60)
+        view.write_lines(["宽字符" * 30])  # 90 characters, 180 cells
+        assert view.virtual_size.width == 180
+        await pilot.pause()
+        assert started == []
