@@ -15,16 +15,16 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from itertools import islice
 
-from rich.cells import cell_len
 from rich.highlighter import Highlighter
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
 from textual.geometry import Size
 from textual.reactive import Reactive
-from textual.widgets import Input, Log
+from textual.widgets import Input
 
 from console.journal import JournalEntry, LineFilter
+from widgets.line_log import LineLog
 
 MAX_LINE = 2000
 """Characters shown of one line (the rest is cut with an ellipsis)."""
@@ -75,7 +75,7 @@ class PromptInput(Input):
 REDRAW_RECORDS = 1000
 
 
-class JournalView(Log):
+class JournalView(LineLog):
     # Log grows its virtual size with every write, and Textual lays out the whole screen
     # on any virtual size change: 20 full layouts a second while lines pour in. The log's
     # own box never changes size, so only its scrollbars need updating (see the watcher).
@@ -117,22 +117,6 @@ class JournalView(Log):
         self._fresh = 0
         """Lines added to `_pending` since the last flush."""
         self._host_width = 0
-
-    def _update_size(self, updates: int, lines: list[str]) -> None:  # type: ignore[override]
-        """How wide the new lines are, measured here rather than as `Log` does it.
-
-        `Log` starts a thread worker for this on every write: a thread, a task and a dozen
-        objects of cyclic garbage per flush, which under a flood piled up between the garbage
-        collector's rare older-generation passes (RSS rose ~20 MB over minutes). Lines are
-        `display_line`s: an ASCII line without tabs is as wide as it is long.
-        """
-        if lines:
-            process = self._process_line
-            widest = max(
-                len(line) if line.isascii() and "\t" not in line else cell_len(process(line))
-                for line in lines
-            )
-            self._update_maximum_width(updates, widest)
 
     def watch_virtual_size(self, size: Size) -> None:
         bars = (self.show_vertical_scrollbar, self.show_horizontal_scrollbar)

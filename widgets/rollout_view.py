@@ -18,7 +18,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Log, Static
+from textual.widgets import DataTable, Footer, Static
 
 from console.events import (
     RolloutEvent,
@@ -31,6 +31,7 @@ from console.plan import Plan
 from console.rollout import Rollout, RolloutOptions
 from console.ssh import HostSession
 from widgets.journal_view import display_line
+from widgets.line_log import LineLog
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ class RolloutScreen(Screen[None]):
         with Horizontal():
             with Vertical(id="rollout-steps"):
                 yield DataTable(cursor_type="none", id="rollout-table")
-            yield Log(max_lines=5000, id="rollout-journal")
+            yield LineLog(max_lines=5000, id="rollout-journal")
         yield Static("applying …", id="rollout-outcome")
         yield Footer()
 
@@ -117,7 +118,7 @@ class RolloutScreen(Screen[None]):
         for column in ("step", "state", "detail"):
             table.add_column(column, key=column)
         self.query_one("#rollout-steps").border_title = "steps"
-        self.query_one(Log).border_title = "journal of the new invocation"
+        self.query_one(LineLog).border_title = "journal of the new invocation"
 
     def start(self, on_finished: Callable[[RolloutFinished], None]) -> None:
         """Run the rollout as an app worker (it outlives this screen)."""
@@ -158,7 +159,7 @@ class RolloutScreen(Screen[None]):
         if isinstance(event, RolloutProgress):
             self._progress(event)
         elif isinstance(event, RolloutJournal):
-            journal = self.query_one(Log)
+            journal = self.query_one(LineLog)
             if event.invocation != self._invocation:
                 if self._invocation is not None:  # the rollback's invocation follows
                     journal.write_line(f"── invocation {event.invocation} (rollback) ──")
