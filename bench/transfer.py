@@ -8,10 +8,10 @@ in ~/.ssh or /etc/ssh is read or changed; it is killed, and the directory remove
 - **scp**: `scp -q root@127.0.0.1:SRC/* DEST` as an operator would type it (OpenSSH ≥ 9 speaks
   SFTP underneath). `+ fsync` also fsyncs every copy, as specops does; `+ verify` then runs
   the host's `sha256sum` and `sha256sum -c` on the copies: scp with specops' guarantee.
-- **specops**: the snapshot's real path through a HostSession: the host's `sha256sum`, each
-  file into `NAME.part`, checked against the host's digest, fsynced and linked into place
-  (console/digests.py `HostDigests`, console/transfer.py `fetch` + `run_bounded`, called as
-  console/snapshot.py calls them).
+- **specops**: the snapshot's real path through a HostSession: the host's digests (`openssl
+  dgst`), each file into `NAME.part`, checked against the host's digest, fsynced and linked
+  into place (console/digests.py `HostDigests`, console/transfer.py `fetch` + `run_bounded`,
+  called as console/snapshot.py calls them).
 - **sftp only**: asyncssh's `mget` of the same files with its defaults, no verification, no
   fsync: what the SSH/SFTP layer alone costs.
 

@@ -186,6 +186,16 @@ def sha256sum(paths: Sequence[str]) -> Command:
     return Command(("sha256sum", "--", *(_abs_path(p) for p in paths)))
 
 
+def openssl_sha256(paths: Sequence[str]) -> Command:
+    """`openssl dgst -sha256 -r`: `HASH *NAME` lines with the names as given, unescaped.
+
+    Where OpenSSL uses the CPU's SHA instructions it hashes several times faster than
+    coreutils' sha256sum. Paths are absolute, so none reads as an option (OpenSSL 1.0 knows
+    no `--`), and none holds a line break (`_clean`), so every line is one file.
+    """
+    return Command(("openssl", "dgst", "-sha256", "-r", *(_abs_path(p) for p in paths)))
+
+
 def read_file(path: str) -> Command:
     return Command(("cat", "--", _abs_path(path)), privileged=True)
 

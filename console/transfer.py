@@ -352,7 +352,7 @@ async def fetch(
         assert isinstance(digest, HostDigests)
         found = await digest.get(source)
         if found is None:
-            raise TransferError(host, f"{source}: the host's sha256sum could not read it")
+            raise TransferError(host, f"{source}: the host could not read it to hash it")
         return found
 
     expected = digest if isinstance(digest, str) else None

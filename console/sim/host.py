@@ -146,6 +146,8 @@ class SimHost:
         """SSH ports of other simulated hosts this one may forward to (ProxyJump)."""
         self.commands: list[str] = []
         """Every command received, as sent (the audit of what the console ran)."""
+        self.lacks: set[str] = set()
+        """Programs this host does not have (say, openssl): the shell cannot find them."""
         self.sftp_sessions = 0
         """SFTP sessions opened so far (commands above do not show them)."""
         self.sftp_abort_after: int | None = None
@@ -246,7 +248,7 @@ class SimHost:
             argv = argv[3:]
         elif argv[:2] == ["sudo", "-n"]:
             argv = argv[2:]
-        handler = COMMANDS.get(argv[0] if argv else "")
+        handler = COMMANDS.get(argv[0]) if argv and argv[0] not in self.lacks else None
         if handler is None and len(argv) >= 3 and argv[1:3] == ["-m", "sglang.launch_server"]:
             handler = _launch_server
         if handler is None:
@@ -370,19 +372,42 @@ async def _cat(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: lis
     return 0
 
 
-async def _sha256sum(
-    host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]
+def _hash_each(
+    host: SimHost,
+    process: asyncssh.SSHServerProcess[str],
+    paths: list[str],
+    line: Callable[[str, str], str],
+    unreadable: str,
 ) -> int:
+    """Write `line(digest, path)` for every file, `unreadable.format(path)` for the rest."""
     status = 0
-    for path in _operands(argv):
+    for path in paths:
         try:
             digest = hashlib.sha256(host.local(path).read_bytes()).hexdigest()
         except OSError:
-            process.stderr.write(f"sha256sum: {path}: No such file or directory\n")
+            process.stderr.write(unreadable.format(path) + "\n")
             status = 1
             continue
-        process.stdout.write(format_line(digest, path))  # escaped as coreutils does
+        process.stdout.write(line(digest, path))
     return status
+
+
+async def _sha256sum(
+    host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]
+) -> int:
+    # Escaped as coreutils does.
+    unreadable = "sha256sum: {}: No such file or directory"
+    return _hash_each(host, process, _operands(argv), format_line, unreadable)
+
+
+async def _openssl(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]) -> int:
+    """`openssl dgst -sha256 -r PATH…`, the only use the console makes of openssl."""
+    if argv[1:4] != ["dgst", "-sha256", "-r"]:
+        process.stderr.write(f"openssl: unsupported here: {shlex.join(argv[1:])}\n")
+        return 1
+    return _hash_each(  # names as given, never escaped
+        host, process, argv[4:], "{} *{}\n".format, "{}: No such file or directory"
+    )
 
 
 async def _tee(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]) -> int:
@@ -461,6 +486,7 @@ COMMANDS: dict[str, Handler] = {
     "systemctl": _systemctl,
     "cat": _cat,
     "sha256sum": _sha256sum,
+    "openssl": _openssl,
     "tee": _tee,
     "mv": _mv,
     "rm": _rm,

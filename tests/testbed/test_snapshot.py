@@ -1,4 +1,4 @@
-"""Snapshots against real hosts: OpenSSH's sftp-server, coreutils' sha256sum, real faults.
+"""Snapshots against real hosts: OpenSSH's sftp-server, the host's openssl, real faults.
 
 The package must hold exactly the host's bytes, pass `sha256sum -c` untouched, and never
 contain a half-copied file under a real name, whether the link dies (sshd SIGKILLed) or the
@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from console.audit import AuditLog
 from console.cli import build_parser
 from console.cli_snapshot import cmd_snapshot
 from console.manifest import MANIFEST_NAME, PART_SUFFIX
@@ -75,7 +76,7 @@ def quiesce(host: Host) -> None:
     host.run("systemctl", "stop", UNIT)
 
 
-async def test_real_sftp_and_sha256sum_give_an_identical_checkable_package(
+async def test_real_sftp_and_host_digests_give_an_identical_checkable_package(
     bed: Testbed, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     await asyncio.gather(*(asyncio.to_thread(quiesce, h) for h in bed.hosts))
@@ -84,6 +85,9 @@ async def test_real_sftp_and_sha256sum_give_an_identical_checkable_package(
     assert await snapshot(bed, package, *names, "--json") == 0
     first = records(capsys.readouterr().out)
     before = files(package)
+    hashed = [r for r in AuditLog().read() if r.command.startswith(("openssl", "sha256sum"))]
+    assert {r.host for r in hashed} == set(names)
+    assert all(r.command.startswith("openssl dgst -sha256 -r /") and r.exit == 0 for r in hashed)
 
     check = sha256sum_check(package)
     assert check.returncode == 0, check.stdout + check.stderr
