@@ -20,7 +20,7 @@ from console.sim.sglang import Timing
 
 UNIT = "sglang-k26-ddtree.service"
 DROPIN = f"/etc/systemd/system/{UNIT}.d/zz-specops.conf"
-CHANGING = ("tee ", "mv ", "rm ", "mkdir ", "sudo ", "systemctl daemon-reload")
+CHANGING: tuple[str, ...] = ("tee ", "mv ", "rm ", "mkdir ", "sudo ", "systemctl daemon-reload")
 CHANGING += ("systemctl restart", "systemctl reset-failed")
 
 

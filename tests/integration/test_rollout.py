@@ -25,8 +25,8 @@ from console.state import load_last_good
 UNIT = "sglang-k26-ddtree.service"
 DROPIN = f"/etc/systemd/system/{UNIT}.d/zz-specops.conf"
 QUICK = RolloutOptions(poll_s=0.2, settle_s=5.0)
-CHANGING = ("tee ", "mv ", "rm ", "mkdir ", "systemctl daemon-reload", "systemctl restart")
-CHANGING += ("systemctl reset-failed",)
+CHANGING: tuple[str, ...] = ("tee ", "mv ", "rm ", "mkdir ", "systemctl daemon-reload")
+CHANGING += ("systemctl restart", "systemctl reset-failed")
 
 
 async def connect(profile: Profile, records: list[CommandRecord] | None = None) -> HostSession:

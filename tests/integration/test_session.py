@@ -173,10 +173,7 @@ async def test_tcp_to_service_port_reaches_http(sim: SimFleet, profiles: list[Pr
     session.start()
     await session.wait_connected(10)
     await until(
-        lambda: (
-            sim.hosts[profiles[0].name].unit.server is not None
-            and sim.hosts[profiles[0].name].unit.server.ready
-        )
+        lambda: (server := sim.hosts[profiles[0].name].unit.server) is not None and server.ready
     )
     reader, writer = await session.open_tcp(profiles[0].service.port)
     writer.write(b"GET /health HTTP/1.0\r\nHost: x\r\n\r\n")
@@ -193,6 +190,7 @@ async def test_sftp_get(sim: SimFleet, profiles: list[Profile], tmp_path: Path) 
         names = sorted(await sftp.glob("/root/bench_results_opt/*.json"))
         assert len(names) == 6
         await sftp.get(names[0], str(tmp_path / "x.json"))
+    assert isinstance(names[0], str)
     remote_path = sim.hosts[profiles[0].name].local(names[0])
     assert (tmp_path / "x.json").read_bytes() == remote_path.read_bytes()
     await session.close()

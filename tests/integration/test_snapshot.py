@@ -93,8 +93,8 @@ async def test_unchanged_hosts_give_a_byte_identical_package_that_sha256sum_acce
     assert check.stdout.count(": OK") == len(before) - 1  # every file but the manifest
 
     # The layout, and what each file holds.
-    host = sim.hosts["b300"]
-    for remote in sorted((host.root / BENCH).iterdir()):
+    b300 = sim.hosts["b300"]
+    for remote in sorted((b300.root / BENCH).iterdir()):
         copy = package / "bench" / "results_b300" / remote.name
         assert copy.read_bytes() == remote.read_bytes()
         assert int(copy.stat().st_mtime) == int(remote.stat().st_mtime)
@@ -111,7 +111,7 @@ async def test_unchanged_hosts_give_a_byte_identical_package_that_sha256sum_acce
     (meta_path,) = (package / "snapshots").glob("b300-*.json")
     assert first["b300"]["metadata"] == meta_path.relative_to(package).as_posix()
     meta = json.loads(meta_path.read_text())
-    assert meta["invocation"]["id"] == host.unit.invocation_id
+    assert meta["invocation"]["id"] == b300.unit.invocation_id
     assert meta["flags"] == {
         "budget": 8,
         "topk": 4,

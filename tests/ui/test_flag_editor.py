@@ -86,8 +86,9 @@ async def test_a_confirmed_change_ends_healthy_with_live_progress(fleet: SimFlee
         await until(pilot, lambda: editor.plan is not None)
         await pilot.press("y")
         await until(pilot, lambda: isinstance(app.screen, RolloutScreen))
-        view = app.screen
-        assert isinstance(view, RolloutScreen)
+        screen = app.screen
+        assert isinstance(screen, RolloutScreen)
+        view = screen  # narrowed for the lambdas below
         await pilot.press("q")  # mid-rollout: asks first instead of stopping it half way
         assert app.is_running and app.screen is view
         assert any(

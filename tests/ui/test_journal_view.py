@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from textual.message import Message
+from textual.notifications import Notify
 from textual.pilot import Pilot
 
 from console.app import SpecopsApp
@@ -71,8 +72,8 @@ async def test_filter_all_lines_and_an_edited_filter(sim: SimFleet) -> None:
         assert any(
             "'accept (len' is not a valid regular expression" in str(m.notification.message)
             for m in messages
-            if type(m).__name__ == "Notify"
-        )  # type: ignore[attr-defined]
+            if isinstance(m, Notify)
+        )
         await pilot.press("escape")
         assert view.border_subtitle == "filter: Prefill batch"
         await pilot.press("e")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from textual.message import Message
-from textual.notifications import Notification
+from textual.notifications import Notification, Notify
 from textual.pilot import Pilot
 
 from console.app import SpecopsApp
@@ -100,8 +100,8 @@ async def test_known_decode_lines_reach_the_chart_and_the_stats(quiet_host: SimF
             assert window.mean == pytest.approx(4.70)
             assert window.p50 == pytest.approx(4.60)
             assert (window.min, window.max, window.last) == (4.20, 5.40, 4.80)
-        tps = stats.summaries["gen_throughput"].minute
-        assert tps is not None and tps.mean == pytest.approx(1612.5)
+        speed = stats.summaries["gen_throughput"].minute
+        assert speed is not None and speed.mean == pytest.approx(1612.5)
         screen = app.export_screenshot()
         assert "4.70" in screen and "4.60" in screen and "1612" in screen
         assert "4.80&#160;&#160;(4.20–5.40)" in screen or "4.80  (4.20–5.40)" in screen
@@ -132,7 +132,7 @@ async def test_a_crash_alerts_turns_the_host_red_and_stays_listed(quiet_host: Si
             return [
                 m.notification
                 for m in messages
-                if type(m).__name__ == "Notify" and m.notification.severity == "error"  # type: ignore[attr-defined]
+                if isinstance(m, Notify) and m.notification.severity == "error"
             ]
 
         await until(pilot, notified)

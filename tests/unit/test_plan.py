@@ -9,9 +9,10 @@ import pytest
 from console.flags import FlagError, effective_service
 from console.plan import arguments_to_check, known_arguments, make_plan, parse_assignments
 from console.profiles import Profile, parse_profile
+from console.settings import state_dir
 from console.sim.host import unit_file
 from console.sim.sglang import help_text
-from console.state import LastGood, load_last_good, save_last_good, state_dir
+from console.state import LastGood, load_last_good, save_last_good
 
 UNIT = "sglang-k26-ddtree.service"
 CAT = f"# /etc/systemd/system/{UNIT}\n" + unit_file(UNIT, "/opt/venv/bin/python3", 30001)
