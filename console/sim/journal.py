@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import islice
 
 SUPPRESSED_ID = "a596d6fe7bfa4994828e72309e95d61e"
 _NONPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -105,12 +106,18 @@ class SimJournal:
             return None
 
     def entries_after(self, seq: int) -> Iterator[Entry]:
+        """Oldest first. (Indexing a deque walks it: a scan by index was quadratic, and a
+        host holding 500,000 lines stalled its event loop for seconds on one query.)"""
         if not self._entries:
-            return
-        first = self._entries[0].seq
-        start = max(0, seq + 1 - first)
-        for i in range(start, len(self._entries)):
-            yield self._entries[i]
+            return iter(())
+        return islice(self._entries, max(0, seq + 1 - self._entries[0].seq), None)
+
+    def newest_after(self, seq: int) -> Iterator[Entry]:
+        """Newest first, back to (not including) `seq`: what `--lines=N` reads."""
+        for entry in reversed(self._entries):
+            if entry.seq <= seq:
+                return
+            yield entry
 
     @property
     def last_seq(self) -> int:
@@ -245,9 +252,12 @@ def select(journal: SimJournal, q: Query) -> tuple[list[Entry], int]:
         if seq is None:
             raise JournalUsageError("Failed to seek to cursor: Invalid argument")
         start = seq if q.after_cursor is not None else seq - 1
-    chosen = [e for e in journal.entries_after(start) if matches(e, q)]
-    if q.lines is not None:
-        chosen = chosen[-q.lines :] if q.lines > 0 else []
+    if q.lines is None:
+        chosen = [e for e in journal.entries_after(start) if matches(e, q)]
+    else:  # like journald, seek from the end instead of reading everything first
+        newest = (e for e in journal.newest_after(start) if matches(e, q))
+        chosen = list(islice(newest, max(0, q.lines)))
+        chosen.reverse()
     follow_from = journal.last_seq
     if q.reverse:
         chosen.reverse()
