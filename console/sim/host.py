@@ -395,9 +395,8 @@ def _hash_each(
 async def _sha256sum(
     host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]
 ) -> int:
-    # Escaped as coreutils does.
     unreadable = "sha256sum: {}: No such file or directory"
-    return _hash_each(host, process, _operands(argv), format_line, unreadable)
+    return _hash_each(host, process, _operands(argv), format_line, unreadable)  # escaped
 
 
 async def _openssl(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]) -> int:
