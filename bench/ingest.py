@@ -24,9 +24,8 @@ from collections.abc import Iterable
 
 from bench.harness import SEQ_RE, SimServer, patterns_regex, report, sim_fleet
 from console.app import SpecopsApp
-from console.events import JournalBatch
+from console.events import JournalBatch, JournalEntry
 from console.fleet import Fleet
-from console.journal import JournalEntry
 from console.profiles import Profile
 from widgets.journal_view import JournalView
 

@@ -7,6 +7,7 @@ runs over real hosts, the demo's simulated fleet, and the tests' in-process host
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import time
 from collections import deque
@@ -38,19 +39,20 @@ from console.events import (
     InvocationChanged,
     JournalBatch,
     MetricsUpdated,
+    RolloutEvent,
     ServiceReady,
     ServiceStatus,
     SnapshotProgress,
 )
-from console.flags import FlagValue
+from console.evidence.package import Job, SnapshotError, plan
+from console.evidence.snapshot import run_snapshot
 from console.fleet import Fleet
-from console.journal import LineFilter
-from console.package import Job, SnapshotError, plan
-from console.plan import Plan, prepare
-from console.rollout import RolloutOptions
+from console.profiles import FlagValue
 from console.settings import Settings, state_dir
-from console.snapshot import run_snapshot
 from console.state import write_atomic
+from console.tuning.plan import Plan, prepare
+from console.tuning.rollout import Rollout
+from console.watch.journal import LineFilter
 from widgets.accept_chart import POINTS as CHART_POINTS
 from widgets.accept_chart import AcceptChart
 from widgets.alerts import AlertsScreen, alert_text
@@ -68,10 +70,17 @@ from widgets.messages import (
     SnapshotFinished,
     SnapshotProgressed,
 )
-from widgets.rollout_view import RolloutScreen, rollout_group
+from widgets.rollout_view import (
+    OUTCOME_SEVERITY,
+    RolloutScreen,
+    RolloutUpdated,
+    outcome_text,
+    rollout_group,
+)
 from widgets.snapshot_panel import SnapshotPanel
 from widgets.stats_panel import StatsPanel
 
+log = logging.getLogger(__name__)
 W = TypeVar("W", bound=Widget)
 
 FLUSH_INTERVAL_S = 0.05
@@ -136,6 +145,8 @@ class SpecopsApp(App[int]):
         self.fleet = fleet
         self.read_only = read_only or self.settings.read_only
         self._quit_asked = 0.0
+        self._rollout_screens: dict[str, RolloutScreen] = {}
+        """The newest rollout screen per host: where that host's rollout events are shown."""
         self.host_names = list(fleet.profiles)
         self._buffer_lines = self.settings.journal_lines
         self._stats_wanted: bool | None = None
@@ -595,10 +606,49 @@ class SpecopsApp(App[int]):
     def _flags_confirmed(self, plan: Plan | None) -> None:
         if plan is None:
             return
-        session = self.fleet.sessions[plan.host]
-        screen = RolloutScreen(session, plan, RolloutOptions(), runner=self.engine.run)
+        screen = RolloutScreen(plan)
+        self._rollout_screens[plan.host] = screen
         self.push_screen(screen)
-        screen.start(lambda result: self.engine.call(self.fleet.refresh_status, result.host))
+        self._start_rollout(plan)
+
+    # --- rollout -------------------------------------------------------------------------
+
+    def _start_rollout(self, plan: Plan) -> None:
+        """Run a flag change on the engine as an app worker: it outlives its screen."""
+        host = plan.host
+
+        def event(event: RolloutEvent) -> None:  # on the engine's thread
+            self.post_message(RolloutUpdated(event))
+
+        async def run() -> None:
+            rollout = Rollout(self.fleet.sessions[host], plan, on_event=event)
+            try:
+                result = await self.engine.run(rollout.run())
+            except Exception as exc:  # a bug must reach the operator, never vanish
+                log.exception("%s: rollout crashed", host)
+                self.notify(f"{host}: rollout stopped: {exc}", severity="error", markup=False)
+                return
+            self.notify(
+                outcome_text(result),
+                title="flag change",
+                severity=OUTCOME_SEVERITY[result.outcome],
+                timeout=30,
+                markup=False,
+            )
+            self.engine.call(self.fleet.refresh_status, host)
+
+        self.run_worker(
+            run(),
+            group=rollout_group(host),
+            exit_on_error=False,
+            description=f"{host}: {plan.summary()}",
+        )
+
+    @on(RolloutUpdated)
+    def _rollout_event(self, message: RolloutUpdated) -> None:
+        screen = self._rollout_screens.get(message.event.host)
+        if screen is not None and screen.is_attached:  # events for a closed screen are dropped
+            screen.show(message.event)
 
 
 def _with_app_bindings(live: list[Binding], app: Iterable[Binding]) -> list[Binding]:

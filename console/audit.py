@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from console.settings import state_dir
-from console.ssh import CommandRecord
+from console.transport.ssh import CommandRecord
 
 log = logging.getLogger(__name__)
 

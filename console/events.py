@@ -8,10 +8,42 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from console.journal import JournalEntry
-from console.ssh import HostState
+from console.profiles import FlagValue
+from console.transport.ssh import HostState
 
-FlagValue = int | float | str | bool | None
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One record of the unit: a journal entry, plus the header-less lines that continue it."""
+
+    host: str
+    cursor: str
+    """The resume point: the cursor of the record's last journal entry."""
+    timestamp: float
+    """Seconds since the epoch (journald's receive time of the first line)."""
+    message: str
+    priority: int = 6
+    invocation: str | None = None
+    pid: str | None = None
+    seq: tuple[str, int] | None = None
+    """`(__SEQNUM_ID, __SEQNUM)` of the record's last journal entry."""
+    dropped: int = 0
+    """For journald's `Suppressed N messages` notices: N (-1 when not stated); a known gap."""
+    continuation: tuple[str, ...] = field(default=())
+    """Header-less lines (a traceback) that belong to this record."""
+    new_invocation: bool = False
+    """The first record of a new `_SYSTEMD_INVOCATION_ID` after another one: a restart."""
+    crash: str | None = None
+    """The crash signature (`console.watch.signatures`) found anywhere in the record."""
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        return (self.message, *self.continuation)
+
+    @property
+    def text(self) -> str:
+        """The whole record, lines joined by newlines (what SGLang logged in one call)."""
+        return "\n".join(self.lines) if self.continuation else self.message
 
 
 @dataclass(frozen=True)
@@ -47,7 +79,7 @@ class ServiceStatus:
 
 @dataclass(frozen=True)
 class MetricsUpdated:
-    """New numbers from a host's journal batch (console/monitor.py); the newest of each."""
+    """New numbers from a host's journal batch (console/watch/monitor.py); the newest of each."""
 
     host: str
     timestamp: float
@@ -65,7 +97,7 @@ class CrashDetected:
     host: str
     invocation: str | None
     signature: str
-    """A `console.signatures.CRASH_SIGNATURES` name, e.g. `illegal_memory_access`."""
+    """A `console.watch.signatures.CRASH_SIGNATURES` name, e.g. `illegal_memory_access`."""
     first_line: str
     """The first line of the record that carries the signature (e.g. `Scheduler hit ...`)."""
     line: str
@@ -101,7 +133,7 @@ MonitorEvent = MetricsUpdated | CrashDetected | InvocationChanged | ServiceReady
 
 
 class RolloutStep(StrEnum):
-    """The steps of a flag change (console/rollout.py), in order; rollback reuses some."""
+    """The steps of a flag change (console/tuning/rollout.py), in order; rollback reuses some."""
 
     RECORD = "record"
     WRITE = "write drop-in"
@@ -157,7 +189,7 @@ class RolloutFinished:
     reason: str = ""
     """Why the new setting was refused (crash signature, unit failed, timeout, smoke answer)."""
     signature: str | None = None
-    """The crash signature (console.sglang) seen in the new invocation's journal."""
+    """The crash signature (console.watch.sglang) seen in the new invocation's journal."""
     phase: str | None = None
     """What the server was doing when it failed, e.g. "CUDA graph capture"."""
     excerpt: tuple[str, ...] = ()
@@ -181,7 +213,7 @@ RolloutEvent = RolloutProgress | RolloutJournal | RolloutFinished
 
 
 class SnapshotStage(StrEnum):
-    """The stages of one host's snapshot (console/snapshot.py), in order."""
+    """The stages of one host's snapshot (console/evidence/snapshot.py), in order."""
 
     CONNECTING = "connecting"
     UNIT = "reading unit"
@@ -208,4 +240,6 @@ class SnapshotProgress:
     """The package path being written, or the error when `stage` is FAILED."""
 
 
-Event = HostStateChanged | JournalBatch | ServiceStatus | MonitorEvent | RolloutEvent
+Event = HostStateChanged | JournalBatch | ServiceStatus | MonitorEvent
+"""What the fleet emits to its listeners. Actions report through their own callbacks: a
+rollout's `RolloutEvent`s and a snapshot's `SnapshotProgress` go to whoever started them."""

@@ -11,42 +11,25 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
-from console import remote
-from console.events import CrashDetected, Event, HostStateChanged, JournalBatch, ServiceStatus
-from console.flags import effective_service, read_flags
-from console.journal import JournalEntry, JournalFollower
-from console.monitor import HostMonitor
+from console.events import (
+    CrashDetected,
+    Event,
+    HostStateChanged,
+    JournalBatch,
+    JournalEntry,
+    ServiceStatus,
+)
 from console.profiles import Profile
-from console.ssh import CommandRecord, ConnState, HostSession, HostState, RemoteError
+from console.service.status import read_status
+from console.transport.ssh import CommandRecord, ConnState, HostSession, HostState, RemoteError
+from console.watch.journal import JournalFollower
+from console.watch.monitor import HostMonitor
 
 log = logging.getLogger(__name__)
 
 Listener = Callable[[Event], None]
 
 PRESSURE_POLL_S = 0.01
-
-
-async def read_status(session: HostSession, with_flags: bool = True) -> ServiceStatus:
-    """systemd's view of the unit and the flag values of its effective ExecStart."""
-    profile = session.profile
-    unit = profile.service.unit
-    result = await session.run(remote.systemctl_show(unit), timeout=20)
-    props = remote.parse_show(result.stdout)
-    flags = {}
-    if with_flags:
-        cat = await session.run(remote.systemctl_cat(unit), timeout=20)
-        service = effective_service(cat.stdout)
-        flags = dict(read_flags(profile.flags, service.argv, service.environment))
-    return ServiceStatus(
-        host=session.name,
-        active_state=props.get("ActiveState", "unknown"),
-        sub_state=props.get("SubState", "unknown"),
-        result=props.get("Result", ""),
-        invocation_id=props.get("InvocationID", ""),
-        n_restarts=int(props.get("NRestarts", "0") or 0),
-        need_daemon_reload=props.get("NeedDaemonReload") == "yes",
-        flags=flags,
-    )
 
 
 class Fleet:

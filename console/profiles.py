@@ -10,7 +10,7 @@ import re
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -20,6 +20,9 @@ ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 ARG_RE = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 Port = Annotated[int, Field(ge=1, le=65535)]
+
+FlagValue: TypeAlias = int | float | str | bool | None
+"""A flag's value: int/float/str (choice is a str), bool for switches, None when absent."""
 
 
 class _Strict(BaseModel):

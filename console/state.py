@@ -9,35 +9,22 @@ fsync, rename), so a crash or a full disk never leaves half a record behind.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from console.flags import FlagValue
-from console.profiles import NAME_RE
+from console.files import publish_replacing, write_file
+from console.profiles import NAME_RE, FlagValue
 from console.settings import state_dir
 
 
 def write_atomic(path: Path, text: str) -> None:
     """Replace `path` with `text` in one step: readers see the old file or the new one."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_file(path, text.encode("utf-8"), publish_replacing)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-from console.events import CrashDetected, FlagValue
+from console.events import CrashDetected
+from console.profiles import FlagValue
 
 
 def format_flags(flags: dict[str, FlagValue] | None) -> str:

@@ -19,10 +19,11 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
-from console.flags import FlagError, FlagValue, format_value, validate_value
-from console.plan import Plan
-from console.profiles import Profile
-from console.ssh import RemoteError
+from console.profiles import FlagValue, Profile
+from console.service.execline import FlagError
+from console.service.flags import format_value, validate_value
+from console.transport.ssh import RemoteError
+from console.tuning.plan import Plan
 
 Planner = Callable[[dict[str, FlagValue]], Awaitable[Plan]]
 

@@ -20,8 +20,9 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from console.events import FlagValue, ServiceStatus
-from console.ssh import ConnState, HostState
+from console.events import ServiceStatus
+from console.profiles import FlagValue
+from console.transport.ssh import ConnState, HostState
 
 STATE_STYLE = {
     ConnState.CONNECTED: "green",

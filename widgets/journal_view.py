@@ -23,7 +23,8 @@ from textual.geometry import Size
 from textual.reactive import Reactive
 from textual.widgets import Input
 
-from console.journal import JournalEntry, LineFilter
+from console.events import JournalEntry
+from console.watch.journal import LineFilter
 from widgets.line_log import LineLog
 
 MAX_LINE = 2000

@@ -16,7 +16,7 @@ from console.events import (
     ServiceStatus,
     SnapshotProgress,
 )
-from console.snapshot import SnapshotReport
+from console.evidence.snapshot import SnapshotReport
 
 
 class HostStateUpdated(Message):

@@ -1,17 +1,13 @@
 """A flag change as it happens: each step on the left, the new invocation's journal beside it.
 
-The rollout itself runs as an app-level worker, so closing this screen (escape) never stops a
-restart half way; the outcome also arrives as a notification, wherever the operator is.
+The screen only shows a stream of rollout events: the App starts the rollout (as it starts
+snapshots) on the engine and hands each event to `show`. Closing this screen (escape) never
+stops a restart half way; the outcome also arrives as a notification, wherever the operator is.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
-
 from rich.text import Text
-from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -27,16 +23,9 @@ from console.events import (
     RolloutOutcome,
     RolloutProgress,
 )
-from console.plan import Plan
-from console.rollout import Rollout, RolloutOptions
-from console.ssh import HostSession
+from console.tuning.plan import Plan
 from widgets.journal_view import display_line
 from widgets.line_log import LineLog
-
-log = logging.getLogger(__name__)
-
-Runner = Callable[[Coroutine[Any, Any, RolloutFinished]], Awaitable[RolloutFinished]]
-"""Where the rollout runs: the app passes its engine's loop (`EngineThread.run`)."""
 
 STATE_STYLE = {
     "running": "yellow",
@@ -53,7 +42,7 @@ OUTCOME_SEVERITY: dict[RolloutOutcome, SeverityLevel] = {
 
 
 class RolloutUpdated(Message):
-    """A rollout's domain event, delivered to its screen."""
+    """A rollout's domain event, posted to the App from the engine's thread."""
 
     def __init__(self, event: RolloutEvent) -> None:
         super().__init__()
@@ -86,19 +75,9 @@ class RolloutScreen(Screen[None]):
     """
     BINDINGS = [Binding("escape", "close", "Close (the rollout goes on)", id="rollout-close")]
 
-    def __init__(
-        self,
-        session: HostSession,
-        plan: Plan,
-        options: RolloutOptions,
-        *,
-        runner: Runner | None = None,
-    ) -> None:
+    def __init__(self, plan: Plan) -> None:
         super().__init__()
-        self.session = session
-        self._runner = runner
         self.plan = plan
-        self.options = options
         self.result: RolloutFinished | None = None
         self._invocation: str | None = None
 
@@ -120,42 +99,8 @@ class RolloutScreen(Screen[None]):
         self.query_one("#rollout-steps").border_title = "steps"
         self.query_one(LineLog).border_title = "journal of the new invocation"
 
-    def start(self, on_finished: Callable[[RolloutFinished], None]) -> None:
-        """Run the rollout as an app worker (it outlives this screen)."""
-
-        async def run() -> RolloutFinished | None:
-            rollout = Rollout(self.session, self.plan, on_event=self._deliver, options=self.options)
-            try:
-                result = await (self._runner(rollout.run()) if self._runner else rollout.run())
-            except Exception as exc:  # a bug must reach the operator, never vanish
-                log.exception("%s: rollout crashed", self.plan.host)
-                self.app.notify(
-                    f"{self.plan.host}: rollout stopped: {exc}", severity="error", markup=False
-                )
-                return None
-            self.app.notify(
-                outcome_text(result),
-                title="flag change",
-                severity=OUTCOME_SEVERITY[result.outcome],
-                timeout=30,
-                markup=False,
-            )
-            on_finished(result)
-            return result
-
-        self.app.run_worker(
-            run(),
-            group=rollout_group(self.plan.host),
-            exit_on_error=False,
-            description=f"{self.plan.host}: {self.plan.summary()}",
-        )
-
-    def _deliver(self, event: RolloutEvent) -> None:
-        self.post_message(RolloutUpdated(event))  # dropped once the screen is closed
-
-    @on(RolloutUpdated)
-    def _updated(self, message: RolloutUpdated) -> None:
-        event = message.event
+    def show(self, event: RolloutEvent) -> None:
+        """One event of this screen's rollout (the App hands it over, on the UI thread)."""
         if isinstance(event, RolloutProgress):
             self._progress(event)
         elif isinstance(event, RolloutJournal):

@@ -13,9 +13,9 @@ from rich.text import Text
 from textual.widgets import Static
 
 from console.events import SnapshotProgress, SnapshotStage
-from console.manifest import MANIFEST_NAME
-from console.snapshot import HostOutcome, SnapshotReport
-from console.transfer import Outcome, human_size
+from console.evidence.manifest import MANIFEST_NAME
+from console.evidence.snapshot import HostOutcome, SnapshotReport
+from console.evidence.transfer import Outcome, human_size
 
 STAGE_STYLE = {SnapshotStage.DONE: "green", SnapshotStage.FAILED: "red"}
 

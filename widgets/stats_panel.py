@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from rich.text import Text
 from textual.widgets import Static
 
-from console.metrics import SeriesSummary, Stats
+from console.watch.metrics import SeriesSummary, Stats
 
 SHOWN = (("accept_len", "accept len", "{:.2f}"), ("gen_throughput", "tok/s", "{:.0f}"))
 """(series, label, number format) in display order."""

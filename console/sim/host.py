@@ -1,6 +1,6 @@
 """One simulated GPU host: an in-process asyncssh server with journald, systemd, files, SGLang.
 
-The server answers exactly the remote vocabulary of `console.remote` (dispatching on the
+The server answers exactly the remote vocabulary of `console.transport.remote` (dispatching on the
 argv of each exec request), serves the host's root directory over SFTP (chrooted), and
 forwards TCP connections to the service port into the simulated SGLang's HTTP handler.
 Fault helpers let tests abort connections (mid-line, if asked), freeze the server so only
@@ -21,7 +21,7 @@ from typing import Any
 
 import asyncssh
 
-from console.manifest import format_line
+from console.evidence.manifest import format_line
 from console.sim import journal as jq
 from console.sim import load
 from console.sim.http import serve_http

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from console.flags import effective_service
+from console.service.unit import effective_service
 from console.sim.journal import SimJournal
 from console.sim.sglang import SimSGLang, Timing
 

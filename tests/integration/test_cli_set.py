@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from console import cli_flags
 from console.audit import AuditLog
+from console.cli import audit as cli_audit
+from console.cli import flags as cli_flags
 from console.cli import main, parse_args
+from console.cli import set as cli_set
 from console.sim.fleet import SimFleet, ThreadedSimFleet
 from console.sim.host import SimHost
 from console.sim.sglang import Timing
@@ -67,7 +69,7 @@ async def test_set_budget_16_without_graphs_applies_and_reports_the_new_accept_l
     profiles = str(sim.profiles_dir)
     args = parse_args(["set", "b300", "budget=16", "cuda_graph=false", "--yes"])
     args.profiles = profiles
-    assert await cli_flags.cmd_set(args) == 0
+    assert await cli_set.cmd_set(args) == 0
     out = capsys.readouterr().out
     assert "b300: applied budget 8 → 16, cuda_graph on → off; healthy" in out
     accept = float(out.rsplit("accept len ", 1)[1].split()[0])
@@ -84,7 +86,7 @@ async def test_set_budget_16_without_graphs_applies_and_reports_the_new_accept_l
     sent = len(sim.hosts["b300"].commands)
     again = parse_args(["set", "b300", "budget=16", "--yes"])
     again.profiles = profiles
-    assert await cli_flags.cmd_set(again) == 0
+    assert await cli_set.cmd_set(again) == 0
     assert "nothing to change" in capsys.readouterr().out
     assert not any(c.startswith(CHANGING) for c in sim.hosts["b300"].commands[sent:])
 
@@ -94,11 +96,11 @@ async def test_set_budget_32_is_rolled_back_on_the_wrong_smoke_answer(
 ) -> None:
     eager = parse_args(["set", "b300", "cuda_graph=off", "--yes"])  # else budget 32 crashes
     eager.profiles = str(sim.profiles_dir)
-    assert await cli_flags.cmd_set(eager) == 0
+    assert await cli_set.cmd_set(eager) == 0
     capsys.readouterr()
     args = parse_args(["set", "b300", "budget=32", "--yes"])
     args.profiles = str(sim.profiles_dir)
-    assert await cli_flags.cmd_set(args) == 1
+    assert await cli_set.cmd_set(args) == 1
     out = capsys.readouterr().out
     assert "b300: rolled back: smoke test: '2+2=' answered" in out and "expected '4'" in out
     assert "back on budget=8 topk=4 cuda_graph=off" in out
@@ -117,7 +119,7 @@ async def test_bad_values_exit_2_and_send_nothing(
 ) -> None:
     args = parse_args(["set", "b300", assignment, "--yes"])
     args.profiles = str(sim.profiles_dir)
-    assert await cli_flags.cmd_set(args) == 2
+    assert await cli_set.cmd_set(args) == 2
     assert message in capsys.readouterr().err
     assert sim.hosts["b300"].commands == []
     assert list(AuditLog().read()) == []
@@ -130,7 +132,7 @@ async def test_dry_run_prints_the_diff_and_changes_nothing(
     invocation = host.unit.invocation_id
     args = parse_args(["set", "b300", "budget=16", "topk=8", "--dry-run"])
     args.profiles = str(sim.profiles_dir)
-    assert await cli_flags.cmd_set(args) == 0
+    assert await cli_set.cmd_set(args) == 0
     out = capsys.readouterr().out
     assert "-    --speculative-num-draft-tokens 8" in out
     assert "+    --speculative-num-draft-tokens 16" in out
@@ -146,7 +148,7 @@ async def test_read_only_refuses_a_change(
 ) -> None:
     args = parse_args(["--read-only", "set", "b300", "budget=16", "--yes"])
     args.profiles = str(sim.profiles_dir)
-    assert await cli_flags.cmd_set(args) == 2
+    assert await cli_set.cmd_set(args) == 2
     assert "refusing to change b300: --read-only" in capsys.readouterr().err
     assert sim.hosts["b300"].commands == []
 
@@ -155,7 +157,7 @@ async def test_unreachable_host_exits_3(sim: SimFleet, capsys: pytest.CaptureFix
     await sim.hosts["b300"].go_offline()
     args = parse_args(["set", "b300", "budget=4", "--yes"])
     args.profiles = str(sim.profiles_dir)
-    assert await cli_flags.cmd_set(args) == 3
+    assert await cli_set.cmd_set(args) == 3
     assert "b300: unreachable" in capsys.readouterr().err
 
 
@@ -167,12 +169,12 @@ async def test_audit_lists_commands_newest_last(
     assert await cli_flags.cmd_flags(flags) == 0
     assert "budget" in capsys.readouterr().out
     await asyncio.sleep(0)
-    assert cli_flags.cmd_audit(parse_args(["audit", "--json"])) == 0
+    assert cli_audit.cmd_audit(parse_args(["audit", "--json"])) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["command"] for r in lines] == sim.hosts["b300"].commands
     assert all(r["host"] == "b300" and r["exit"] == 0 for r in lines)
     assert set(lines[0]) == {"time", "host", "command", "exit", "duration_s"}
-    assert cli_flags.cmd_audit(parse_args(["audit", "-n", "1"])) == 0
+    assert cli_audit.cmd_audit(parse_args(["audit", "-n", "1"])) == 0
     text = capsys.readouterr().out.splitlines()
     assert len(text) == 1 and "exit 0" in text[0] and UNIT in text[0]
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from console import remote
-from console.journal import gap_marker, invocation_marker
 from console.profiles import Profile, load_fleet
-from console.ssh import HostSession
+from console.transport import remote
+from console.transport.ssh import HostSession
+from console.watch.journal import gap_marker, invocation_marker
 
 UNIT = "sglang-k26-ddtree.service"
 SPECOPS = [sys.executable, "-m", "console"]

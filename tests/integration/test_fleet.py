@@ -9,7 +9,7 @@ from console.events import Event, HostStateChanged, JournalBatch, ServiceStatus
 from console.fleet import Fleet
 from console.profiles import Profile
 from console.sim.fleet import SimFleet
-from console.ssh import ConnState
+from console.transport.ssh import ConnState
 
 
 async def wait_for(events: list[Event], predicate, timeout: float = 10.0) -> Event:  # type: ignore[no-untyped-def]

@@ -8,11 +8,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from console.journal import DELIVERY_SLICE, JournalEntry, JournalFollower
+from console.events import JournalEntry
 from console.profiles import Profile
 from console.sim.fleet import SimFleet
 from console.sim.journal import RateLimit
-from console.ssh import Backoff, HostSession
+from console.transport.ssh import Backoff, HostSession
+from console.watch.journal import DELIVERY_SLICE, JournalFollower
 
 QUICK = Backoff(initial_s=0.02, cap_s=0.2)
 UNIT = "seqtest.service"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from console import http
 from console.events import (
     RolloutEvent,
     RolloutFinished,
@@ -13,14 +12,15 @@ from console.events import (
     RolloutProgress,
     RolloutStep,
 )
-from console.flags import FlagError
-from console.fleet import read_status
-from console.plan import check_arguments, parse_assignments, read_plan
 from console.profiles import Profile
-from console.rollout import Rollout, RolloutOptions
+from console.service.execline import FlagError
+from console.service.status import read_status
 from console.sim.fleet import SimFleet
-from console.ssh import CommandRecord, HostSession
 from console.state import load_last_good
+from console.transport import http
+from console.transport.ssh import CommandRecord, HostSession
+from console.tuning.plan import check_arguments, parse_assignments, read_plan
+from console.tuning.rollout import Rollout, RolloutOptions
 
 UNIT = "sglang-k26-ddtree.service"
 DROPIN = f"/etc/systemd/system/{UNIT}.d/zz-specops.conf"

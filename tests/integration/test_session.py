@@ -8,11 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from console import remote
 from console.profiles import Profile
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
-from console.ssh import Backoff, CommandFailed, ConnState, Disconnected, HostSession, HostState
+from console.transport import remote
+from console.transport.ssh import (
+    Backoff,
+    CommandFailed,
+    ConnState,
+    Disconnected,
+    HostSession,
+    HostState,
+)
 
 QUICK = Backoff(initial_s=0.05, cap_s=0.3)
 

@@ -13,14 +13,16 @@ from typing import Any
 import pytest
 
 from console.cli import build_parser
-from console.cli_snapshot import cmd_snapshot, cmd_verify
-from console.flags import effective_service, render_execstart
-from console.manifest import MANIFEST_NAME
+from console.cli.snapshot import cmd_snapshot
+from console.cli.verify import cmd_verify
+from console.evidence.manifest import MANIFEST_NAME
+from console.evidence.transfer import TransferError, fetch
 from console.profiles import Profile
+from console.service.execline import render_execstart
+from console.service.unit import effective_service
 from console.sim.fleet import SimFleet
 from console.sim.host import SimHost
-from console.ssh import HostSession
-from console.transfer import TransferError, fetch
+from console.transport.ssh import HostSession
 
 UNIT = "sglang-k26-ddtree.service"
 BENCH = "root/bench_results_opt"
@@ -332,7 +334,7 @@ async def test_a_file_that_changed_after_hashing_is_hashed_and_fetched_again(
             async def always_other(*args: object) -> dict[str, str]:
                 return {source: "0" * 64}
 
-            monkeypatch.setattr("console.transfer.remote_hashes", always_other)
+            monkeypatch.setattr("console.evidence.transfer.remote_hashes", always_other)
             with pytest.raises(TransferError, match="the file keeps changing"):
                 await fetch(
                     session,

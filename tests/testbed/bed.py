@@ -16,7 +16,7 @@ import asyncssh
 
 from console.profiles import Profile, load_profile
 from console.sim.fleet import HOST_NAMES, render_profile
-from console.ssh import host_key_line
+from console.transport.ssh import host_key_line
 from tests.testbed import layout, netns
 from tests.testbed.hosts import BootError, Host, wait_all, wait_for
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 from console.profiles import Profile
-from console.ssh import Backoff, HostSession, HostState
+from console.transport.ssh import Backoff, HostSession, HostState
 from tests.testbed.hosts import Host
 from tests.testbed.layout import SERVICE_PORT
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from console.cli import EXIT_UNREACHABLE, main
+from console.cli import main
+from console.cli.common import EXIT_UNREACHABLE
 from tests.testbed.bed import Testbed
 from tests.testbed.hosts import Host
 from tests.testbed.layout import SIM_PYTHON, UNIT

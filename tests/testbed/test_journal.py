@@ -15,8 +15,9 @@ from collections.abc import Callable
 
 import pytest
 
-from console.journal import JournalEntry, JournalFollower, decode_field
-from console.ssh import ConnState, HostSession
+from console.events import JournalEntry
+from console.transport.ssh import ConnState, HostSession
+from console.watch.journal import JournalFollower, decode_field
 from tests.testbed.bed import Testbed
 from tests.testbed.helpers import QUICK, connected, until
 from tests.testbed.hosts import Host

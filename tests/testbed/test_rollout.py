@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 
 from console.events import RolloutFinished, RolloutOutcome
-from console.flags import ServiceExec, effective_service, read_flags
-from console.plan import check_arguments, parse_assignments, read_plan
-from console.rollout import Rollout, RolloutOptions
-from console.ssh import HostSession
+from console.service.flags import read_flags
+from console.service.unit import ServiceExec, effective_service
+from console.transport.ssh import HostSession
+from console.tuning.plan import check_arguments, parse_assignments, read_plan
+from console.tuning.rollout import Rollout, RolloutOptions
 from tests.testbed.bed import Testbed
 from tests.testbed.helpers import connected
 from tests.testbed.hosts import Host

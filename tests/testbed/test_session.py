@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from console import remote
-from console.remote import Command
-from console.ssh import (
+from console.transport import remote
+from console.transport.remote import Command
+from console.transport.ssh import (
     CommandFailed,
     ConnState,
     Disconnected,

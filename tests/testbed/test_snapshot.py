@@ -21,8 +21,8 @@ import pytest
 
 from console.audit import AuditLog
 from console.cli import build_parser
-from console.cli_snapshot import cmd_snapshot
-from console.manifest import MANIFEST_NAME, PART_SUFFIX
+from console.cli.snapshot import cmd_snapshot
+from console.evidence.manifest import MANIFEST_NAME, PART_SUFFIX
 from tests.testbed.bed import Testbed
 from tests.testbed.hosts import Host, wait_for
 from tests.testbed.layout import UNIT

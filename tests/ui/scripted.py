@@ -10,14 +10,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from console.events import ServiceStatus
+from console.events import JournalEntry, ServiceStatus
+from console.evidence.package import Artifact
+from console.evidence.snapshot import HostSnapshot, PackageResult, SnapshotReport
+from console.evidence.transfer import Outcome
 from console.fleet import Fleet
-from console.journal import JournalEntry
-from console.package import Artifact
 from console.profiles import Profile, load_fleet
-from console.snapshot import HostSnapshot, PackageResult, SnapshotReport
-from console.ssh import ConnState, HostState
-from console.transfer import Outcome
+from console.transport.ssh import ConnState, HostState
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ from console.app import SpecopsApp
 from console.fleet import Fleet
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
-from console.ssh import ConnState
+from console.transport.ssh import ConnState
 from widgets.host_table import HostTable
 from widgets.journal_view import JournalView
 from widgets.messages import HostStateUpdated

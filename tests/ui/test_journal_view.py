@@ -14,9 +14,9 @@ from textual.pilot import Pilot
 
 from console.app import SpecopsApp
 from console.fleet import Fleet
-from console.journal import LineFilter
 from console.profiles import load_fleet
 from console.sim.fleet import SimFleet
+from console.watch.journal import LineFilter
 from tests.ui.support import simulated_fleet, until
 from widgets.journal_view import JournalView, PromptInput
 

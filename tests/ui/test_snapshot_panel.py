@@ -14,7 +14,7 @@ from console.events import SnapshotStage
 from console.fleet import Fleet
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
-from console.ssh import ConnState
+from console.transport.ssh import ConnState
 from widgets.host_table import HostTable
 from widgets.messages import SnapshotFinished, SnapshotProgressed
 from widgets.snapshot_panel import SnapshotPanel

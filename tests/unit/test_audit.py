@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from console.audit import REDACTED, AuditLog, audit_path, redact
-from console.ssh import CommandRecord
+from console.transport.ssh import CommandRecord
 
 
 @pytest.mark.parametrize(

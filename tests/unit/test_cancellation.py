@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from console.profiles import load_profile
-from console.ssh import HostSession
+from console.transport.ssh import HostSession
 
 PROFILE = """
 name = "gpu1"

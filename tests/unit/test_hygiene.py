@@ -1,57 +1,107 @@
-"""House rules that CI enforces: the core never loads Textual; ruff, mypy and import-linter pass."""
+"""House rules that CI enforces: the core never loads Textual; ruff, mypy and import-linter pass.
+
+The module list is never kept by hand: `core_modules()` walks the package, so a module added
+anywhere in console/ is checked the day it lands. The contracts in pyproject.toml are stated
+over packages; `test_contracts_name_every_top_level_module` makes a new top-level module fail
+until it is placed in both. `test_a_planted_textual_import_fails_both_guards` proves the two
+guards can fail at all.
+"""
 
 from __future__ import annotations
 
+import pkgutil
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
+import console
+
 REPO = Path(__file__).resolve().parents[2]
 
-CORE = [
-    "console.profiles",
-    "console.ssh",
-    "console.remote",
-    "console.journal",
-    "console.fleet",
-    "console.events",
-    "console.cli",
-    "console.sim.fleet",
-    "console.sim.host",
-    "console.flags",
-    "console.sglang",
-    "console.signatures",
-    "console.monitor",
-    "console.cli_tail",
-    "console.metrics",
-    "console.manifest",
-    "console.audit",
-    "console.http",
-    "console.plan",
-    "console.rollout",
-    "console.invocation",
-    "console.state",
-    "console.cli_flags",
-    "console.smoke",
-]
+UI_SHELL = "console.app"
+"""The only module in console/ that imports Textual (with widgets/)."""
 
 
-def test_importing_the_core_loads_no_textual() -> None:
+def core_modules(root: Path = REPO) -> list[str]:
+    """Every module of console/ but the app shell, found by walking the package."""
+    names = ["console"]
+    for info in pkgutil.walk_packages([str(root / "console")], prefix="console."):
+        names.append(info.name)
+    # `__main__` runs the CLI when imported; its one import (console.cli) is in the list.
+    return sorted(n for n in names if n not in (UI_SHELL, "console.__main__"))
+
+
+def _loaded_ui(root: Path, modules: list[str]) -> list[str]:
+    """Import `modules` in a fresh interpreter rooted at `root`; the UI modules that came along."""
     code = (
         "import importlib, sys\n"
-        f"for name in {CORE!r}:\n"
+        f"for name in {modules!r}:\n"
         "    importlib.import_module(name)\n"
-        "bad = sorted(m for m in sys.modules\n"
-        "             if m == 'textual' or m.startswith(('textual.', 'widgets')))\n"
+        "bad = sorted(m for m in sys.modules if m == 'textual' or m.startswith('textual.')\n"
+        "             or m == 'widgets' or m.startswith('widgets.') or m == 'console.app')\n"
         "print(','.join(bad))\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
     )
-    assert result.stdout.strip() == ""
+    return [m for m in result.stdout.strip().split(",") if m]
+
+
+def test_the_walk_finds_the_rooms() -> None:
+    found = core_modules()
+    for name in ("console.transport.ssh", "console.service.unit", "console.cli.demo"):
+        assert name in found
+    assert UI_SHELL not in found
+
+
+def test_importing_the_core_loads_no_textual() -> None:
+    assert _loaded_ui(REPO, core_modules()) == []
+
+
+def test_a_headless_command_loads_no_textual_widgets_or_simulator() -> None:
+    """`python -X importtime -m console status --help` lists every module the command loads."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "console", "status", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()}
+    assert "console.cli.status" in loaded  # the measurement itself works
+    unwanted = sorted(
+        m
+        for m in loaded
+        if m.split(".")[0] in ("textual", "widgets") or m.startswith(("console.sim", UI_SHELL))
+    )
+    assert unwanted == []
+
+
+def _contracts() -> list[dict[str, object]]:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    contracts: list[dict[str, object]] = config["tool"]["importlinter"]["contracts"]
+    return contracts
+
+
+def test_contracts_name_every_top_level_module() -> None:
+    children = {f"console.{info.name}" for info in pkgutil.iter_modules(console.__path__)} | {
+        "console.__main__"
+    }
+    forbidden, layers = _contracts()
+    assert forbidden["type"] == "forbidden" and layers["type"] == "layers"
+    assert forbidden["allow_indirect_imports"] is False
+    sources = set(forbidden["source_modules"])  # type: ignore[call-overload]
+    assert sources == children - {UI_SHELL}, "add the new module to the forbidden contract"
+    layered = {
+        name.strip()
+        for layer in layers["layers"]  # type: ignore[attr-defined]
+        for name in layer.replace(":", "|").split("|")
+    }
+    assert children <= layered, f"place {sorted(children - layered)} in the layers contract"
 
 
 def _tool(name: str) -> list[str]:
@@ -59,6 +109,29 @@ def _tool(name: str) -> list[str]:
     if exe is None:
         pytest.fail(f"{name} is not installed: pip install -e '.[test]'")
     return [exe]
+
+
+def test_a_planted_textual_import_fails_both_guards(tmp_path: Path) -> None:
+    """Copy the tree, add `import textual` to a core module, and see both guards refuse it."""
+    copy = tmp_path / "tree"
+    ignore = shutil.ignore_patterns("__pycache__", ".git", ".mypy_cache", "*.egg-info")
+    for part in ("console", "widgets"):
+        shutil.copytree(REPO / part, copy / part, ignore=ignore)
+    shutil.copy(REPO / "pyproject.toml", copy / "pyproject.toml")
+    planted = copy / "console" / "evidence" / "digests.py"
+    planted.write_text(planted.read_text() + "\nimport textual  # planted\n")
+
+    assert _loaded_ui(copy, core_modules(copy)) != []
+    # lint-imports analyses the packages it imports: point it at the copy, not the install.
+    result = subprocess.run(
+        _tool("lint-imports"),
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        env={"PATH": str(Path(sys.executable).parent), "PYTHONPATH": str(copy)},
+    )
+    assert result.returncode != 0
+    assert "console.evidence.digests -> textual" in result.stdout
 
 
 def test_ruff_clean() -> None:

@@ -1,0 +1,96 @@
+"""The `specops` command: the TUI, the simulated fleet, and the headless commands.
+
+One module per command, each with `add_parser(sub, common)` and `run(args) -> int`; `COMMANDS`
+below is the dispatch table. `common.py` holds what they share (exit codes, output, profile
+loading, connecting). Nothing here imports Textual or the simulator when the CLI loads:
+`tui.py` imports the app and `demo.py` the simulator only when they run.
+
+Who may import this package: `console/__main__.py` and the console script; nothing in the core.
+Exit status (contract): 0 success; 1 the action failed; 2 bad usage or bad profile;
+3 host unreachable or host key refused. `--json` prints one JSON object per line.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from types import ModuleType
+
+from console.cli import (
+    audit,
+    demo,
+    flags,
+    snapshot,
+    status,
+    tail,
+    trust,
+    verify,
+)
+from console.cli import set as set_
+from console.cli.common import EXIT_USAGE, UsageError, err, load_profiles
+from console.cli.tui import run_tui
+from console.profiles import ProfileError
+
+COMMANDS: dict[str, ModuleType] = {
+    "demo": demo,
+    "status": status,
+    "snapshot": snapshot,
+    "verify": verify,
+    "trust": trust,
+    "flags": flags,
+    "set": set_,
+    "audit": audit,
+    "tail": tail,
+}
+"""Command name → its module (`add_parser`, `run`), in the order `--help` lists them."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--profiles",
+        metavar="DIR",
+        default=argparse.SUPPRESS,
+        help="directory of host profiles (default: ./profiles, then ~/.config/specops/profiles)",
+    )
+    common.add_argument(
+        "--read-only",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="refuse every action that changes a host",
+    )
+    parser = argparse.ArgumentParser(
+        prog="specops",
+        parents=[common],
+        description="Operations console for SGLang speculative-decoding GPU hosts.",
+        epilog="Exit status: 0 ok, 1 action failed, 2 bad usage or profile, 3 host unreachable.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in COMMANDS.values():
+        module.add_parser(sub, common)
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    args = build_parser().parse_args(argv)
+    args.profiles = getattr(args, "profiles", None)
+    args.read_only = getattr(args, "read_only", False)
+    return args
+
+
+def _console(args: argparse.Namespace) -> int:
+    return run_tui(load_profiles(args), read_only=args.read_only)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    command: Callable[[argparse.Namespace], int] = (
+        COMMANDS[args.command].run if args.command else _console
+    )
+    try:
+        return command(args)
+    except (ProfileError, UsageError) as exc:
+        err.print(f"specops: {exc}", markup=False)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,44 @@
+"""`specops audit`: the remote commands specops ran, newest last."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.markup import escape
+
+from console.audit import AuditLog
+from console.cli.common import (
+    EXIT_OK,
+    out,
+)
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    audit = sub.add_parser("audit", parents=[common], help="the remote commands run, newest last")
+    audit.add_argument("hosts", nargs="*", metavar="HOST")
+    audit.add_argument("-n", "--lines", type=int, default=None, help="only the last N")
+    audit.add_argument("--json", action="store_true", help="one JSON object per command")
+
+
+def run(args: argparse.Namespace) -> int:
+    return cmd_audit(args)
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    records = [r for r in AuditLog().read() if not args.hosts or r.host in args.hosts]
+    if args.lines is not None:
+        records = records[-args.lines :] if args.lines > 0 else []
+    for r in records:
+        if args.json:
+            print(r.to_json(), flush=True)
+            continue
+        status = "no exit" if r.exit is None else f"exit {r.exit}"  # stopped, or link lost
+        style = "red" if r.exit != 0 else ""
+        out.print(
+            f"{r.time}  {r.host}  [{style or 'default'}]{status:>7}[/]  {r.duration_s:7.3f}s  "
+            f"{escape(r.command)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    return EXIT_OK

@@ -1,0 +1,71 @@
+"""What every `specops` command shares: exit codes, output, profile loading, connecting.
+
+Exit status (contract): 0 success; 1 the action failed; 2 bad usage or bad profile;
+3 host unreachable or host key refused. `--json` prints one JSON object per line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+
+from console.audit import AuditLog
+from console.profiles import Profile, load_fleet
+from console.settings import config_dir, load_settings
+from console.transport.ssh import ConnState, HostSession
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+
+err = Console(stderr=True, highlight=False)
+out = Console(highlight=False)
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed and exit 2."""
+
+
+def default_profiles_dir() -> Path:
+    local = Path("profiles")
+    if local.is_dir() and any(local.glob("*.toml")):
+        return local
+    configured = load_settings().profiles_dir
+    return configured.expanduser() if configured else config_dir() / "profiles"
+
+
+def load_profiles(args: argparse.Namespace) -> list[Profile]:
+    directory = Path(args.profiles) if args.profiles else default_profiles_dir()
+    return load_fleet(directory)
+
+
+def new_session(profile: Profile) -> HostSession:
+    """A session whose every remote command goes to the audit log."""
+    return HostSession(profile, on_command=AuditLog().record)
+
+
+async def connect(profile: Profile) -> HostSession | None:
+    session = new_session(profile)
+    session.start()
+    state = await session.wait_settled(profile.ssh.connect_timeout_s + 5)
+    if state.state is ConnState.CONNECTED:
+        return session
+    detail = f" ({state.fingerprint})" if state.fingerprint else f": {state.detail}"
+    err.print(f"{profile.name}: {state.state.value}{detail}", markup=False)
+    await session.close()
+    return None
+
+
+def require_terminal() -> None:
+    """The TUI reads keys from a terminal; without one it would spin on EOF forever."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError(
+            "the TUI needs a terminal on stdin and stdout; "
+            "for scripts use `specops status`, `tail`, `flags`, `set` or `snapshot`"
+        )
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")

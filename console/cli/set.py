@@ -1,0 +1,257 @@
+"""`specops set HOST NAME=VALUE...`: the whole tuning step as one command.
+
+`set` is the whole tuning step as one command: values are validated before any host is
+touched (exit 2), the diff is shown, the build is asked whether it knows the arguments, and
+after confirmation a `Rollout` applies the change and either ends healthy on it (exit 0) or
+rolls back and says why, with the failing journal excerpt (exit 1). Progress goes to stderr
+step by step; the outcome goes to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from rich.markup import escape
+
+from console.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    connect,
+    err,
+    iso,
+    load_profiles,
+    out,
+)
+from console.events import RolloutEvent, RolloutFinished, RolloutOutcome, RolloutProgress
+from console.profiles import select
+from console.service.execline import FlagError
+from console.service.flags import format_value
+from console.state import load_last_good
+from console.transport.ssh import Disconnected, HostSession
+from console.tuning.plan import Plan, check_arguments, parse_assignments, read_plan
+from console.tuning.rollout import Rollout, RolloutOptions
+
+EXCERPT_SHOWN = 25
+WAITING_EVERY_S = 15.0
+INTERRUPT_CONFIRM_S = 5.0
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    change = sub.add_parser(
+        "set",
+        parents=[common],
+        help="change flags: restart, health check, smoke test, automatic rollback",
+    )
+    change.add_argument("host", metavar="HOST")
+    change.add_argument("assignments", nargs="+", metavar="NAME=VALUE")
+    change.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    change.add_argument("--dry-run", action="store_true", help="show the diff; change nothing")
+    change.add_argument(
+        "--no-rollback", action="store_true", help="leave a failing setting in place"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(cmd_set(args))
+
+
+def _print_diff(plan: Plan) -> None:
+    for line in plan.diff.splitlines():
+        style = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1], "")
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        out.print(line, style=style or None, markup=False, highlight=False, soft_wrap=True)
+
+
+class ProgressPrinter:
+    """Prints each step as it finishes; long waits as a spinner (terminal) or a line a while."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self._status: Any = None
+        self._last_wait = 0.0
+
+    def __call__(self, event: RolloutEvent) -> None:
+        if not isinstance(event, RolloutProgress):
+            return
+        label = f"{'rollback: ' if event.rollback else ''}{event.step.value}"
+        detail = escape(event.detail)
+        if event.state == "waiting":
+            text = f"  … {label}: {detail}"
+            if self.tty:
+                if self._status is None:
+                    self._status = err.status(text)
+                    self._status.start()
+                else:
+                    self._status.update(text)
+            elif time.monotonic() - self._last_wait >= WAITING_EVERY_S:
+                self._last_wait = time.monotonic()
+                err.print(text)
+            return
+        self.stop()
+        if event.state == "running":
+            return
+        mark = {"ok": "[green]✓[/green]", "failed": "[red]✗[/red]"}.get(event.state, "·")
+        line = f"  {mark} {label}" + (f"  [dim]{detail}[/dim]" if detail else "")
+        err.print(line, soft_wrap=True)
+
+    def stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+
+def _say(text: str) -> None:
+    out.print(text, soft_wrap=True)
+
+
+def _report(result: RolloutFinished, plan: Plan) -> None:
+    name = result.host
+    if result.outcome is RolloutOutcome.APPLIED:
+        accept = f", accept len {result.accept_len:.2f}" if result.accept_len is not None else ""
+        _say(
+            f"[green]{name}: applied[/green] {escape(plan.summary())}; healthy "
+            f"(invocation {result.invocation_id[:12]}){accept}"
+        )
+        return
+    if result.excerpt:
+        err.print(f"journal of the failed invocation {result.failed_invocation or '?'}:")
+        for line in result.excerpt[-EXCERPT_SHOWN:]:
+            err.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+    values = " ".join(f"{k}={format_value(v)}" for k, v in result.flags.items())
+    if result.outcome is RolloutOutcome.ROLLED_BACK:
+        _say(
+            f"[yellow]{name}: rolled back[/yellow]: {escape(result.reason)}\n"
+            f"{name}: back on {escape(values)}; healthy (invocation {result.invocation_id[:12]})"
+        )
+        return
+    _say(f"[red]{name}: FAILED[/red]: {escape(result.reason)}")
+    if result.rollback_error:
+        _say(f"{name}: {escape(result.rollback_error)}")
+    good = load_last_good(name)
+    if good is not None and result.failed_invocation and dict(good.values) != result.flags:
+        restore = " ".join(f"{k}={format_value(v)}" for k, v in good.values.items())
+        _say(f"last good ({iso(good.saved_at)}): specops set {name} {escape(restore)}")
+
+
+async def cmd_set(args: argparse.Namespace) -> int:
+    (profile,) = select(load_profiles(args), [args.host])
+    if args.read_only and not args.dry_run:
+        err.print(f"specops: refusing to change {profile.name}: --read-only (try --dry-run)")
+        return EXIT_USAGE
+    try:
+        changes = parse_assignments(profile, args.assignments)
+    except FlagError as exc:
+        err.print(f"specops: {profile.name}: {exc}", markup=False)
+        return EXIT_USAGE
+    session = await connect(profile)
+    if session is None:
+        return EXIT_UNREACHABLE
+    try:
+        return await _set(session, args, changes)
+    except Disconnected as exc:
+        err.print(f"specops: {exc}", markup=False)
+        return EXIT_UNREACHABLE
+    finally:
+        await session.close()
+
+
+async def _set(session: HostSession, args: argparse.Namespace, changes: dict[str, Any]) -> int:
+    profile = session.profile
+    try:
+        plan = await read_plan(session, changes)
+    except FlagError as exc:
+        err.print(f"specops: {profile.name}: {exc}", markup=False)
+        return EXIT_USAGE
+    if not plan.changed:
+        _say(f"{profile.name}: nothing to change ({escape(plan.summary())})")
+        return EXIT_OK
+    _print_diff(plan)
+    _say(f"{profile.name}: {escape(plan.summary())}")
+    if profile.service.check_flags:
+        try:
+            checked = await check_arguments(session, plan)
+        except FlagError as exc:
+            err.print(f"specops: {profile.name}: {exc}", markup=False)
+            return EXIT_USAGE
+        if checked:
+            err.print(f"  [green]✓[/green] the build knows {escape(', '.join(checked))}")
+    if args.dry_run:
+        out.print(f"dry run: would write {plan.dropin_path}:", style="dim", soft_wrap=True)
+        out.print(plan.dropin, markup=False, highlight=False, soft_wrap=True)
+        out.print(
+            f"then daemon-reload, restart {plan.unit}, wait up to "
+            f"{profile.service.ready_timeout_s:.0f}s for health, smoke test. Nothing was changed.",
+            style="dim",
+            soft_wrap=True,
+        )
+        return EXIT_OK
+    if not args.yes:
+        if not sys.stdin.isatty():
+            err.print("refusing to restart without a terminal to ask on; pass --yes to confirm")
+            return EXIT_USAGE
+        prompt = f"Apply to {profile.name} and restart {plan.unit}? [y/N] "
+        answer = (await asyncio.to_thread(input, prompt)).strip().lower()
+        if answer not in ("y", "yes"):
+            err.print("not applied")
+            return EXIT_FAILED
+    printer = ProgressPrinter()
+    options = RolloutOptions(rollback=not args.no_rollback)
+    rollout = asyncio.ensure_future(Rollout(session, plan, on_event=printer, options=options).run())
+    with _interrupt_twice(rollout, printer, profile.name):
+        try:
+            result = await rollout
+        except asyncio.CancelledError:
+            if not rollout.cancelled():
+                raise
+            err.print(
+                f"specops: abandoned half way; check `specops status {profile.name}` and "
+                f"`specops flags {profile.name}`"
+            )
+            return 130
+        finally:
+            printer.stop()
+    _report(result, plan)
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+@contextlib.contextmanager
+def _interrupt_twice(
+    task: asyncio.Future[Any], printer: ProgressPrinter, host: str
+) -> Iterator[None]:
+    """Ctrl-C while a change runs asks first: stopping between steps leaves the host half way
+    (e.g. a new drop-in but the old server), which is exactly what the rollout prevents."""
+    loop = asyncio.get_running_loop()
+    asked = [-INTERRUPT_CONFIRM_S]
+
+    def interrupted() -> None:
+        now = time.monotonic()
+        if now - asked[0] <= INTERRUPT_CONFIRM_S:
+            task.cancel()
+            return
+        asked[0] = now
+        printer.stop()
+        err.print(
+            f"[yellow]a flag change is running on {host}[/yellow]: it ends healthy or rolled "
+            f"back by itself; press Ctrl-C again within {INTERRUPT_CONFIRM_S:.0f}s to abandon "
+            "it half way"
+        )
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, interrupted)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread / no signals
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)

@@ -1,0 +1,93 @@
+"""`specops status`: connection, unit state and flags of every host, at once."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from typing import Any
+
+from rich.table import Table
+
+from console.cli.common import EXIT_FAILED, EXIT_UNREACHABLE, load_profiles, new_session, out
+from console.events import ServiceStatus
+from console.profiles import Profile, select
+from console.service.status import read_status
+from console.transport.ssh import ConnState, HostState, RemoteError
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    status = sub.add_parser("status", parents=[common], help="connection, unit state, flags")
+    status.add_argument("hosts", nargs="*", metavar="HOST")
+    status.add_argument("--json", action="store_true", help="one JSON object per host")
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(cmd_status(args))
+
+
+async def _status_one(profile: Profile) -> tuple[HostState, ServiceStatus | None, str | None]:
+    session = new_session(profile)
+    session.start()
+    try:
+        state = await session.wait_settled(profile.ssh.connect_timeout_s + 5)
+        if state.state is not ConnState.CONNECTED:
+            return state, None, None
+        try:
+            return state, await read_status(session), None
+        except (RemoteError, ValueError) as exc:
+            return state, None, str(exc)
+    finally:
+        await session.close()
+
+
+def _status_record(
+    profile: Profile, state: HostState, status: ServiceStatus | None, error: str | None
+) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "host": profile.name,
+        "connection": state.state.value,
+        "connected": state.state is ConnState.CONNECTED,
+        "unit": profile.service.unit,
+    }
+    if state.detail:
+        record["detail"] = state.detail
+    if state.fingerprint:
+        record["fingerprint"] = state.fingerprint
+    if status is not None:
+        record.update(
+            active_state=status.active_state,
+            sub_state=status.sub_state,
+            invocation_id=status.invocation_id,
+            n_restarts=status.n_restarts,
+            need_daemon_reload=status.need_daemon_reload,
+            flags=status.flags,
+        )
+    if error:
+        record["error"] = error
+    return record
+
+
+async def cmd_status(args: argparse.Namespace) -> int:
+    profiles = select(load_profiles(args), args.hosts)
+    results = await asyncio.gather(*(_status_one(p) for p in profiles))
+    records = [_status_record(p, *r) for p, r in zip(profiles, results, strict=True)]
+    if args.json:
+        for record in records:
+            print(json.dumps(record), flush=True)
+    else:
+        table = Table("host", "connection", "unit state", "invocation", "flags")
+        for r in records:
+            conn = r["connection"]
+            if r.get("fingerprint"):
+                conn += f"\n{r['fingerprint']}"
+            elif r.get("detail"):
+                conn += f"\n{r['detail']}"
+            state = f"{r['active_state']}/{r['sub_state']}" if "active_state" in r else "-"
+            flags = " ".join(f"{k}={v}" for k, v in r.get("flags", {}).items())
+            table.add_row(r["host"], conn, state, r.get("invocation_id", "-")[:12], flags or "-")
+        out.print(table)
+    failed = any(not r["connected"] for r in records)
+    return (
+        EXIT_UNREACHABLE if failed else (EXIT_FAILED if any("error" in r for r in records) else 0)
+    )

@@ -1,0 +1,10 @@
+"""The systemd unit: how a service's command line is read, changed and reported.
+
+- `execline.py`: systemd's word syntax for ExecStart= (quoting, escapes, `%`, `$`);
+- `unit.py`: the effective unit from `systemctl cat` (file + drop-ins) and specops' drop-in;
+- `flags.py`: a profile's flag values: read, validate, apply, diff, name a variant;
+- `status.py`: `read_status`, systemd's view of the unit plus its current flag values.
+
+Who may import it: `state`, the `tuning`/`evidence` rooms, the fleet, the simulator, the CLI
+and the app. It imports `profiles`, `events` and `transport` (for `read_status`) only.
+"""

@@ -1,0 +1,36 @@
+"""`read_status`: systemd's view of a unit and the flag values its effective ExecStart carries.
+
+Everything that needs to know what a host runs (the fleet's polls, `specops status`, `set`,
+snapshots) reads it here, so none of them has to import the fleet for it.
+"""
+
+from __future__ import annotations
+
+from console.events import ServiceStatus
+from console.service.flags import read_flags
+from console.service.unit import effective_service
+from console.transport import remote
+from console.transport.ssh import HostSession
+
+
+async def read_status(session: HostSession, with_flags: bool = True) -> ServiceStatus:
+    """systemd's view of the unit and the flag values of its effective ExecStart."""
+    profile = session.profile
+    unit = profile.service.unit
+    result = await session.run(remote.systemctl_show(unit), timeout=20)
+    props = remote.parse_show(result.stdout)
+    flags = {}
+    if with_flags:
+        cat = await session.run(remote.systemctl_cat(unit), timeout=20)
+        service = effective_service(cat.stdout)
+        flags = dict(read_flags(profile.flags, service.argv, service.environment))
+    return ServiceStatus(
+        host=session.name,
+        active_state=props.get("ActiveState", "unknown"),
+        sub_state=props.get("SubState", "unknown"),
+        result=props.get("Result", ""),
+        invocation_id=props.get("InvocationID", ""),
+        n_restarts=int(props.get("NRestarts", "0") or 0),
+        need_daemon_reload=props.get("NeedDaemonReload") == "yes",
+        flags=flags,
+    )

@@ -1,0 +1,480 @@
+"""HostSession: one supervised asyncssh connection per host.
+
+The supervisor owns the connection: it connects with a timeout, keeps SSH keepalives on,
+reconnects after any loss with capped, jittered backoff, and reports every state change.
+Callers never see a half-dead link: a command whose connection drops raises `Disconnected`
+(asyncssh itself would return `returncode None`), and a stream never yields a torn line.
+An unknown or changed host key is a hard stop until the operator runs `specops trust`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from console.profiles import Profile
+from console.transport.remote import Command
+
+log = logging.getLogger(__name__)
+# asyncssh logs every command at INFO; commands may carry secrets.
+logging.getLogger("asyncssh").setLevel(logging.WARNING)
+
+STREAM_CHUNK = 4 * 1024 * 1024
+"""Read everything a stream has buffered (asyncssh pauses the channel at 2 MiB), not 256 KiB.
+
+asyncssh resumes a paused channel as soon as its buffer drops below the limit, and each
+resume credits the sender a full window while packets from before are still queued: with
+small reads under a flood the channel's queue grew by up to a window per read (78 MiB seen,
+RSS 358 MB after 1 M lines flat out). Draining it all at once resumes from empty."""
+
+
+class ConnState(StrEnum):
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    RECONNECTING = "reconnecting"
+    UNREACHABLE = "unreachable"
+    HOST_KEY_REFUSED = "host key refused"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True)
+class HostState:
+    host: str
+    state: ConnState
+    detail: str = ""
+    fingerprint: str | None = None
+    """SHA256 fingerprint of the key the host offered, when it was refused."""
+    since: float = 0.0
+
+
+@dataclass(frozen=True)
+class CommandRecord:
+    """What ran where, for the audit log. `returncode` None means the link dropped."""
+
+    host: str
+    command: str
+    returncode: int | None
+    duration_s: float
+    started: float
+
+
+@dataclass(frozen=True)
+class Result:
+    command: str
+    returncode: int
+    stdout: str
+    stderr: str
+    duration_s: float
+
+
+class RemoteError(Exception):
+    def __init__(self, host: str, message: str) -> None:
+        super().__init__(f"{host}: {message}")
+        self.host = host
+
+
+class Disconnected(RemoteError):
+    """No connection, or it was lost while the command ran."""
+
+
+class HostKeyRefused(Disconnected):
+    def __init__(self, host: str, fingerprint: str | None) -> None:
+        shown = fingerprint or "unknown fingerprint"
+        super().__init__(host, f"host key refused ({shown}); run `specops trust {host}`")
+        self.fingerprint = fingerprint
+
+
+class CommandFailed(RemoteError):
+    def __init__(self, host: str, result: Result) -> None:
+        err = result.stderr.strip().splitlines()
+        tail = f": {err[-1]}" if err else ""
+        super().__init__(host, f"`{result.command}` exited {result.returncode}{tail}")
+        self.result = result
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Capped exponential backoff with equal jitter (half fixed, half random)."""
+
+    initial_s: float = 0.5
+    cap_s: float = 30.0
+    factor: float = 2.0
+
+    def delay(self, attempt: int) -> float:
+        base = min(self.cap_s, self.initial_s * self.factor**attempt)
+        return base / 2 + random.uniform(0, base / 2)
+
+
+def _split_jump(spec: str) -> tuple[str | None, str, int | None]:
+    user, _, hostport = spec.rpartition("@")
+    host, port = hostport, None
+    if hostport.startswith("["):
+        host, _, rest = hostport[1:].partition("]")
+        port = int(rest[1:]) if rest.startswith(":") else None
+    elif hostport.count(":") == 1:
+        host, _, p = hostport.partition(":")
+        port = int(p)
+    return user or None, host, port
+
+
+def connect_options(profile: Profile) -> dict[str, Any]:
+    """The one place a profile becomes asyncssh connection options."""
+    ssh = profile.ssh
+    opts: dict[str, Any] = {
+        "connect_timeout": ssh.connect_timeout_s,
+        "login_timeout": max(ssh.connect_timeout_s, 30.0),
+        "keepalive_interval": ssh.keepalive_interval_s,
+        "keepalive_count_max": ssh.keepalive_count_max,
+        "agent_forwarding": False,
+    }
+    if ssh.port is not None:
+        opts["port"] = ssh.port
+    if ssh.user is not None:
+        opts["username"] = ssh.user
+    if ssh.identity_file is not None:
+        opts["client_keys"] = [str(ssh.identity_file.expanduser())]
+    if ssh.known_hosts is not None:
+        path = ssh.known_hosts.expanduser()
+        # A missing pinned file means nothing is trusted, never "trust everything".
+        opts["known_hosts"] = str(path) if path.exists() else asyncssh.import_known_hosts("")
+    if ssh.config_file is not None:
+        opts["config"] = [str(ssh.config_file.expanduser())]
+    return opts
+
+
+async def fetch_host_key(profile: Profile) -> asyncssh.SSHKey | None:
+    """The key the host offers (no authentication), to show or enrol its fingerprint."""
+    opts = connect_options(profile)
+    kwargs = {k: opts[k] for k in ("port", "config") if k in opts}
+    tunnel = await _open_jump(profile) if profile.ssh.proxy_jump else None
+    try:
+        async with asyncio.timeout(profile.ssh.connect_timeout_s):
+            return await asyncssh.get_server_host_key(
+                profile.ssh.host, tunnel=tunnel or (), **kwargs
+            )
+    finally:
+        if tunnel is not None:
+            tunnel.close()
+
+
+async def _open_jump(profile: Profile) -> asyncssh.SSHClientConnection:
+    """Connect to the jump host with the profile's own key pinning and identity.
+
+    asyncssh's `tunnel="host"` string would use default options for the first hop,
+    silently bypassing the profile's known_hosts; so the first hop is built here.
+    """
+    assert profile.ssh.proxy_jump is not None
+    user, host, port = _split_jump(profile.ssh.proxy_jump)
+    opts = connect_options(profile)
+    opts.pop("port", None)
+    if port is not None:
+        opts["port"] = port
+    if user is not None:
+        opts["username"] = user
+    return await asyncssh.connect(host, **opts)
+
+
+def host_key_line(host: str, port: int, key: asyncssh.SSHKey) -> str:
+    """A known_hosts line for `host` (with the `[host]:port` form for non-22 ports)."""
+    name = host if port == 22 else f"[{host}]:{port}"
+    return f"{name} {key.export_public_key().decode().strip()}\n"
+
+
+class HostSession:
+    """One supervised connection to one host. Start it once; it reconnects by itself."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        on_state: Callable[[HostState], None] | None = None,
+        on_command: Callable[[CommandRecord], None] | None = None,
+        backoff: Backoff = Backoff(),
+    ) -> None:
+        self.profile = profile
+        self.name = profile.name
+        self._on_state = on_state
+        self._on_command = on_command
+        self._backoff = backoff
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._jump: asyncssh.SSHClientConnection | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._connected = asyncio.Event()
+        self._settled = asyncio.Event()
+        self._state = HostState(self.name, ConnState.CONNECTING, since=time.time())
+        self._wake = asyncio.Event()
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    @property
+    def state(self) -> HostState:
+        return self._state
+
+    def start(self) -> None:
+        if self._task is None:
+            if self._on_state is not None:
+                self._on_state(self._state)
+            self._task = asyncio.create_task(self._supervise(), name=f"ssh:{self.name}")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self._drop()
+        self._set(ConnState.CLOSED)
+
+    def reconnect_now(self) -> None:
+        """Skip the current backoff wait (after `trust`, or on operator request)."""
+        self._wake.set()
+
+    async def wait_settled(self, timeout: float) -> HostState:
+        """Wait until the first connection attempt has an outcome (or `timeout`)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._settled.wait()
+        return self._state
+
+    async def wait_connected(self, timeout: float | None = None) -> bool:
+        """Wait for a live connection (forever when `timeout` is None)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._connected.wait()
+        return self._connected.is_set()
+
+    def _set(self, state: ConnState, detail: str = "", fingerprint: str | None = None) -> None:
+        if state is not ConnState.CONNECTING and state is not ConnState.RECONNECTING:
+            self._settled.set()
+        if (state, detail, fingerprint) == (
+            self._state.state,
+            self._state.detail,
+            self._state.fingerprint,
+        ):
+            return
+        self._state = HostState(self.name, state, detail, fingerprint, time.time())
+        log.info("%s: %s %s", self.name, state.value, detail)
+        if self._on_state is not None:
+            self._on_state(self._state)
+
+    async def _connect(self) -> asyncssh.SSHClientConnection:
+        opts = connect_options(self.profile)
+        if self.profile.ssh.proxy_jump:
+            self._jump = await _open_jump(self.profile)
+            opts["tunnel"] = self._jump
+        return await asyncssh.connect(self.profile.ssh.host, **opts)
+
+    async def _supervise(self) -> None:
+        attempt = 0
+        ever_connected = False
+        while True:
+            self._set(ConnState.RECONNECTING if ever_connected else ConnState.CONNECTING)
+            try:
+                conn = await self._connect()
+            except asyncssh.HostKeyNotVerifiable:
+                await self._drop()
+                fingerprint = await self._offered_fingerprint()
+                self._set(ConnState.HOST_KEY_REFUSED, "not in known_hosts", fingerprint)
+                await self._sleep(None)  # a hard stop: only `reconnect_now` retries
+                continue
+            except Exception as exc:  # any failure to connect: report it and retry later
+                if not isinstance(exc, (OSError, asyncssh.Error, TimeoutError)):
+                    log.exception("%s: unexpected error while connecting", self.name)
+                await self._drop()
+                delay = self._backoff.delay(attempt)
+                attempt += 1
+                self._set(ConnState.UNREACHABLE, f"{_describe(exc)}; retry in {delay:.0f}s")
+                await self._sleep(delay)
+                continue
+            self._conn = conn
+            attempt = 0
+            ever_connected = True
+            self._connected.set()
+            self._set(ConnState.CONNECTED)
+            await conn.wait_closed()
+            self._connected.clear()
+            await self._drop()
+            await asyncio.sleep(self._backoff.delay(0))
+
+    async def _sleep(self, delay: float | None) -> None:
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(delay):
+                await self._wake.wait()
+
+    async def _offered_fingerprint(self) -> str | None:
+        try:
+            key = await fetch_host_key(self.profile)
+        except (OSError, asyncssh.Error, TimeoutError):
+            return None
+        return key.get_fingerprint("sha256") if key is not None else None
+
+    async def _drop(self) -> None:
+        self._connected.clear()
+        for conn in (self._conn, self._jump):
+            if conn is not None:
+                conn.abort()
+        self._conn = self._jump = None
+
+    # --- operations --------------------------------------------------------------------
+
+    def _require(self) -> asyncssh.SSHClientConnection:
+        if self._state.state is ConnState.HOST_KEY_REFUSED:
+            raise HostKeyRefused(self.name, self._state.fingerprint)
+        if self._conn is None or not self._connected.is_set():
+            raise Disconnected(self.name, f"not connected ({self._state.state.value})")
+        return self._conn
+
+    def _audit(self, shell: str, returncode: int | None, started: float) -> None:
+        if self._on_command is not None:
+            duration = time.monotonic() - started
+            self._on_command(CommandRecord(self.name, shell, returncode, duration, time.time()))
+
+    async def _spawn(self, command: Command) -> tuple[str, float, asyncssh.SSHClientProcess[str]]:
+        """Open a channel for `command`: (the exact shell string, start time, process)."""
+        conn = self._require()
+        shell = command.shell(self.profile.ssh.sudo)
+        started = time.monotonic()
+        try:
+            proc = await conn.create_process(shell, encoding="utf-8", errors="replace")
+        except (OSError, asyncssh.Error) as exc:
+            self._audit(shell, None, started)
+            raise Disconnected(self.name, f"`{shell}`: {_describe(exc)}") from exc
+        return shell, started, proc
+
+    async def run(
+        self, command: Command, *, timeout: float | None = 60.0, check: bool = True
+    ) -> Result:
+        """Run one command to completion. A dropped link raises, never "succeeds"."""
+        shell, started, proc = await self._spawn(command)
+        try:
+            if command.stdin is not None:
+                proc.stdin.write(command.stdin)
+            proc.stdin.write_eof()
+            async with asyncio.timeout(timeout):
+                completed = await proc.wait()
+        except TimeoutError:
+            proc.kill()
+            proc.close()
+            self._audit(shell, None, started)
+            raise RemoteError(self.name, f"`{shell}` timed out after {timeout}s") from None
+        except (OSError, asyncssh.Error) as exc:
+            self._audit(shell, None, started)
+            raise Disconnected(self.name, f"`{shell}`: {_describe(exc)}") from exc
+        self._audit(shell, completed.returncode, started)
+        if completed.returncode is None:
+            # asyncssh returns normally with no exit status when the link drops mid-command.
+            raise Disconnected(self.name, f"connection lost while running `{shell}`")
+        result = Result(
+            shell,
+            completed.returncode,
+            _text(completed.stdout),
+            _text(completed.stderr),
+            time.monotonic() - started,
+        )
+        if check and result.returncode != 0:
+            raise CommandFailed(self.name, result)
+        return result
+
+    async def stream(self, command: Command) -> AsyncIterator[list[str]]:
+        """Run a long command and yield its stdout as batches of complete lines.
+
+        Lines come without their trailing newline. A trailing fragment at EOF or at a
+        disconnect is a torn write and is dropped. Ends normally when the command exits 0;
+        raises `Disconnected` when the link drops and `CommandFailed` on a non-zero exit.
+        """
+        shell, started, proc = await self._spawn(command)
+        returncode: int | None = None
+        try:
+            proc.stdin.write_eof()
+            pending = ""
+            while True:
+                try:
+                    chunk = await proc.stdout.read(STREAM_CHUNK)
+                except (OSError, asyncssh.Error) as exc:
+                    raise Disconnected(self.name, f"`{shell}`: {_describe(exc)}") from exc
+                if not chunk:
+                    break
+                pending += chunk
+                lines = pending.split("\n")
+                pending = lines.pop()
+                if lines:
+                    yield lines
+            try:
+                async with asyncio.timeout(10):
+                    await proc.wait_closed()
+            except (OSError, asyncssh.Error, TimeoutError) as exc:
+                raise Disconnected(self.name, f"`{shell}`: {_describe(exc)}") from exc
+            returncode = proc.returncode
+            if returncode is None:
+                raise Disconnected(self.name, f"connection lost while running `{shell}`")
+            if returncode != 0:
+                stderr = await _drain(proc)
+                raise CommandFailed(self.name, Result(shell, returncode, "", stderr, 0.0))
+        finally:
+            proc.close()
+            self._audit(shell, returncode, started)
+
+    @contextlib.asynccontextmanager
+    async def sftp(self) -> AsyncIterator[asyncssh.SFTPClient]:
+        conn = self._require()
+        try:
+            client = await conn.start_sftp_client()
+        except (OSError, asyncssh.Error) as exc:
+            raise Disconnected(self.name, f"sftp: {_describe(exc)}") from exc
+        try:
+            yield client
+        finally:
+            client.exit()
+
+    async def open_tcp(
+        self, port: int, host: str = "127.0.0.1"
+    ) -> tuple[asyncssh.SSHReader[bytes], asyncssh.SSHWriter[bytes]]:
+        """A TCP connection from the host to `host:port` (the server's HTTP port)."""
+        conn = self._require()
+        try:
+            return await conn.open_connection(host, port, encoding=None)
+        except (OSError, asyncssh.Error) as exc:
+            raise Disconnected(self.name, f"tcp {host}:{port}: {_describe(exc)}") from exc
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else bytes(value).decode("utf-8", "replace")
+
+
+async def _drain(proc: asyncssh.SSHClientProcess[str]) -> str:
+    with contextlib.suppress(OSError, asyncssh.Error, TimeoutError):
+        async with asyncio.timeout(2):
+            return _text(await proc.stderr.read(65536))
+    return ""
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    if isinstance(exc, asyncssh.PermissionDenied):
+        return "authentication refused"
+    if isinstance(exc, asyncssh.DisconnectError):
+        return exc.reason or type(exc).__name__
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+def known_hosts_path(profile: Profile) -> Path:
+    """Where `trust` writes: the profile's pinned file, else ~/.ssh/known_hosts."""
+    if profile.ssh.known_hosts is not None:
+        return profile.ssh.known_hosts.expanduser()
+    return Path.home() / ".ssh" / "known_hosts"

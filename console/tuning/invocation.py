@@ -1,0 +1,139 @@
+"""Watching one invocation of a service start: its journal, crash signatures, start-up phase.
+
+After a restart the only trustworthy news about the new server is in its own journal lines
+(`_SYSTEMD_INVOCATION_ID`): it dies with an illegal memory access during CUDA graph capture
+long before `/health` could say anything. `InvocationWatch` follows the unit's journal from a
+cursor taken *before* the restart (so nothing between the restart and the follow is lost),
+keeps the lines, and for the invocation in focus reports the first crash signature, what
+the server was doing at the time, and the first accept length it logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Callable, Iterable
+
+from console.events import JournalEntry
+from console.transport.ssh import HostSession
+from console.watch.journal import JournalFollower
+from console.watch.sglang import (
+    CRASH_SIGNATURES,
+    DecodeBatch,
+    GraphCapture,
+    KVCacheAllocated,
+    ServerReady,
+    WeightLoad,
+    crash_signature,
+    parse_line,
+)
+
+_RANK = {name: i for i, (name, _) in enumerate(CRASH_SIGNATURES)}
+MAX_KEPT = 50_000
+
+
+def phase_of(message: str) -> str | None:
+    """What a start-up line says the server is doing now, in words, or None."""
+    parsed = parse_line(message)
+    if isinstance(parsed, WeightLoad):
+        return "loading weights" if parsed.phase == "begin" else "weights loaded"
+    if isinstance(parsed, KVCacheAllocated):
+        return "allocating KV cache"
+    if isinstance(parsed, GraphCapture):
+        graph = f"{parsed.device.upper()} graph capture"
+        return graph if parsed.phase == "begin" else f"after {graph}"
+    if isinstance(parsed, ServerReady):
+        return "serving"
+    if isinstance(parsed, DecodeBatch):
+        return "decoding"
+    return None
+
+
+class InvocationWatch:
+    """Follows a unit's journal and scans the entries of the invocation in focus."""
+
+    def __init__(
+        self,
+        session: HostSession,
+        unit: str,
+        cursor: str | None,
+        on_lines: Callable[[str, list[str]], None] | None = None,
+    ) -> None:
+        self._on_lines = on_lines
+        self._entries: deque[JournalEntry] = deque(maxlen=MAX_KEPT)
+        self._follower = JournalFollower(
+            session, unit, self._deliver, cursor=cursor, history=0 if cursor else 1000
+        )
+        self._task: asyncio.Task[None] | None = None
+        self.changed = asyncio.Event()
+        """Set whenever entries of the focused invocation arrive (cleared by the reader)."""
+        self._reset(None)
+
+    def _reset(self, target: str | None) -> None:
+        self.target = target
+        self.signature: str | None = None
+        self.crash_line: str | None = None
+        self.crash_phase: str | None = None
+        self.phase = "starting"
+        self.accept_len: float | None = None
+        self.lines: list[str] = []
+        """The focused invocation's lines so far (systemd's own lines about it included)."""
+        self._inside = False
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._follower.run(), name="rollout-journal")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def focus(self, invocation: str) -> None:
+        """Watch `invocation` from now on (entries that already arrived are scanned too)."""
+        self._reset(invocation)
+        self._scan(list(self._entries))
+
+    def _deliver(self, entries: list[JournalEntry]) -> None:
+        self._entries.extend(entries)
+        if self.target is not None:
+            self._scan(entries)
+
+    def _scan(self, entries: Iterable[JournalEntry]) -> None:
+        fresh: list[str] = []
+        for entry in entries:
+            if entry.invocation == self.target:
+                self._inside = True
+            elif entry.invocation is not None:
+                self._inside = False  # another invocation (an auto-restart) has begun
+                continue
+            elif not self._inside:
+                continue  # systemd's lines about an older invocation
+            for message in (entry.message, *entry.continuation):
+                fresh.append(message)
+                self._observe(message)
+        if fresh:
+            self.lines.extend(fresh)
+            if self._on_lines is not None and self.target is not None:
+                self._on_lines(self.target, fresh)
+            self.changed.set()
+
+    def _observe(self, message: str) -> None:
+        signature = crash_signature(message)
+        if signature is not None:
+            if self.signature is None:
+                self.crash_phase = self.phase
+            if self.signature is None or _RANK[signature] < _RANK[self.signature]:
+                self.signature = signature  # the most specific one names the crash
+                self.crash_line = message
+            return
+        phase = phase_of(message)
+        if phase is None:
+            return
+        self.phase = phase
+        parsed = parse_line(message) if phase == "decoding" else None
+        if isinstance(parsed, DecodeBatch) and self.accept_len is None:
+            self.accept_len = parsed.accept_len

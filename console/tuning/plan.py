@@ -1,0 +1,181 @@
+"""What a flag change would do, worked out before anything on the host changes.
+
+Three gates stand between `budget=16` typed by a person and a restarted server:
+
+1. `parse_assignments`: every NAME=VALUE is checked against the profile's flag specs with
+   no I/O at all, so `budget=-1` or `budget=8; rm -rf /` is refused before a connection
+   is even opened.
+2. `make_plan`: the effective unit (`systemctl cat`) is parsed as systemd reads it and the
+   new argv, environment, drop-in and a readable diff are computed (console/service/flags.py).
+3. `check_arguments`: the unit's own interpreter is asked for `-m sglang.launch_server
+   --help`, and an argument that build does not know is refused (flags get renamed between
+   SGLang versions; an unknown one would crash the server at start-up).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from console.profiles import FlagValue, Profile
+from console.service.execline import FlagError
+from console.service.flags import apply_flags, diff_argv, format_value, read_flags, validate_value
+from console.service.unit import ServiceExec, dropin_for, dropin_path, effective_service
+from console.transport import remote
+from console.transport.ssh import HostSession
+
+_OPTION_RE = re.compile(r"(?<![\w-])(--?[A-Za-z0-9][A-Za-z0-9_-]*)")
+
+
+def parse_assignments(profile: Profile, assignments: Sequence[str]) -> dict[str, FlagValue]:
+    """`["budget=16", "cuda_graph=off"]` → typed values; FlagError names the bad one."""
+    if not assignments:
+        raise FlagError("nothing to set: give at least one NAME=VALUE")
+    changes: dict[str, FlagValue] = {}
+    for text in assignments:
+        name, sep, value = text.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise FlagError("expected NAME=VALUE", value=text)
+        spec = profile.flags.get(name)
+        if spec is None:
+            known = ", ".join(sorted(profile.flags)) or "none"
+            raise FlagError(
+                f"no such flag in profile {profile.name!r} (known: {known})", flag=name, value=value
+            )
+        if name in changes:
+            raise FlagError("given more than once", flag=name, value=value)
+        changes[name] = validate_value(name, spec, value)
+    return changes
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One host's change, fully computed: what runs now, what will run, and the drop-in."""
+
+    host: str
+    unit: str
+    changes: Mapping[str, FlagValue]
+    service: ServiceExec
+    """The effective unit as read (the record step checks it is still the same)."""
+    old_values: Mapping[str, FlagValue]
+    new_values: Mapping[str, FlagValue]
+    new_argv: tuple[str, ...]
+    new_environment: Mapping[str, str]
+    diff: str
+    """A unified diff of the command line and flag variables; "" when nothing changes."""
+    dropin: str
+    dropin_path: str
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.diff)
+
+    def summary(self) -> str:
+        """`budget 8 → 16, cuda_graph on → off` (only the flags that change)."""
+        parts = [
+            f"{name} {format_value(self.old_values.get(name))} → {format_value(value)}"
+            for name, value in self.new_values.items()
+            if value != self.old_values.get(name)
+        ]
+        return ", ".join(parts) or "no change"
+
+
+def make_plan(profile: Profile, cat_text: str, changes: Mapping[str, FlagValue]) -> Plan:
+    """Pure: the plan for `changes` on the unit whose `systemctl cat` output is `cat_text`."""
+    unit = profile.service.unit
+    service = effective_service(cat_text)
+    command = service.require_rewritable()
+    old_env = dict(service.environment)
+    old_values = read_flags(profile.flags, command.argv, old_env)
+    new_argv, new_env = apply_flags(profile.flags, command.argv, old_env, changes)
+    new_values = read_flags(profile.flags, new_argv, new_env)
+    managed = {s.env for s in profile.flags.values() if s.env is not None}
+    diff = diff_argv(
+        command.argv,
+        new_argv,
+        old_env={k: v for k, v in old_env.items() if k in managed},
+        new_env={k: v for k, v in new_env.items() if k in managed},
+        prefix=command.prefix,
+    )
+    return Plan(
+        host=profile.name,
+        unit=unit,
+        changes=dict(changes),
+        service=service,
+        old_values=old_values,
+        new_values=new_values,
+        new_argv=tuple(new_argv),
+        new_environment=new_env,
+        diff=diff,
+        dropin=dropin_for(profile.flags, service, new_argv, new_env),
+        dropin_path=dropin_path(unit),
+    )
+
+
+async def read_plan(session: HostSession, changes: Mapping[str, FlagValue]) -> Plan:
+    """Read the effective unit over SSH (read-only) and plan `changes` on it."""
+    cat = await session.run(remote.systemctl_cat(session.profile.service.unit), timeout=30)
+    return make_plan(session.profile, cat.stdout, changes)
+
+
+def known_arguments(help_text: str) -> frozenset[str]:
+    """Every `--option` (and alias) an argparse `--help` lists."""
+    return frozenset(_OPTION_RE.findall(help_text))
+
+
+def arguments_to_check(profile: Profile, plan: Plan) -> list[str]:
+    """The changed flags' arguments that will be on the new command line."""
+    wanted: list[str] = []
+    for name in plan.changes:
+        spec = profile.flags[name]
+        if spec.arg is not None and _present(plan.new_argv, spec.arg) and spec.arg not in wanted:
+            wanted.append(spec.arg)
+    return wanted
+
+
+def _present(argv: Sequence[str], arg: str) -> bool:
+    return any(w == arg or w.startswith(arg + "=") for w in argv[1:])
+
+
+async def check_arguments(session: HostSession, plan: Plan) -> list[str]:
+    """Refuse (FlagError) arguments the unit's SGLang build does not list in `--help`.
+
+    Returns the arguments checked. The interpreter is the ExecStart's own argv[0], so the
+    answer comes from exactly the build the unit runs.
+    """
+    wanted = arguments_to_check(session.profile, plan)
+    if not wanted:
+        return []
+    interpreter = plan.service.argv[0]
+    try:
+        command = remote.launch_server_help(interpreter)
+    except remote.UnsafeArgument as exc:
+        raise FlagError(f"cannot ask the build for its flags: {exc}") from None
+    result = await session.run(command, timeout=120, check=False)
+    if result.returncode != 0:
+        tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise FlagError(
+            f"`{interpreter} -m sglang.launch_server --help` exited {result.returncode} "
+            f"({tail}); set service.check_flags = false in the profile to skip this check"
+        )
+    known = known_arguments(result.stdout)
+    unknown = [arg for arg in wanted if arg not in known]
+    if unknown:
+        names = [n for n, s in session.profile.flags.items() if s.arg in unknown]
+        raise FlagError(
+            f"the SGLang build of {plan.unit} ({interpreter}) does not know "
+            f"{', '.join(unknown)}: fix 'arg' of flags.{', flags.'.join(names)} in the "
+            "profile (flags are renamed between SGLang versions)",
+            flag=names[0] if names else None,
+        )
+    return wanted
+
+
+async def prepare(session: HostSession, changes: Mapping[str, FlagValue]) -> Plan:
+    """The plan for `changes`, checked against the build when the profile asks for it."""
+    plan = await read_plan(session, changes)
+    if plan.changed and session.profile.service.check_flags:
+        await check_arguments(session, plan)
+    return plan

@@ -1,0 +1,351 @@
+"""Per-host rolling series of the numbers an operator tunes by, and their statistics.
+
+Tuning speculative decoding is a comparison: accept length and throughput now, against a minute
+ago, against the run before the last restart. This module keeps, for each host, bounded series of
+`(timestamp, value)` samples fed from parsed SGLang lines (and from a profile's own
+`[[metrics]]`), and answers last / mean / p50 / min / max / count over the last minute, the last
+ten minutes and the current service invocation.
+
+Bounded by construction: a console left open for a week holds at most `maxlen` samples per
+series. Time is always passed in (`ts`, `now`) and never read from the clock, so the whole module
+is deterministic under test and works the same when replaying an old journal.
+
+Pure: no I/O, no Textual.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import chain, islice
+from types import MappingProxyType
+
+from console.watch.sglang import DecodeBatch, ParsedLine, PrefillBatch
+
+__all__ = [
+    "BUILTIN_SERIES",
+    "DEFAULT_MAXLEN",
+    "MINUTE",
+    "TEN_MINUTES",
+    "HostMetrics",
+    "Series",
+    "SeriesSummary",
+    "Stats",
+]
+
+DEFAULT_MAXLEN = 20_000
+"""Samples kept per series: at SGLang's default of one decode line every 40 iterations, hours."""
+MINUTE = 60.0
+TEN_MINUTES = 600.0
+
+BUILTIN_SERIES = (
+    "accept_len",
+    "accept_rate",
+    "gen_throughput",
+    "running_req",
+    "queue_req",
+    "input_throughput",
+)
+"""Series `HostMetrics.observe` feeds: `input_throughput` from prefill lines, the rest decode."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Summary of the samples in one window. Only built from at least one sample."""
+
+    count: int
+    last: float
+    """The most recently appended sample (arrival order, which is journal order)."""
+    mean: float
+    p50: float
+    min: float
+    max: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Stats | None:
+        """Statistics of `values` in arrival order; None when there are none."""
+        if not values:
+            return None
+        return cls(
+            count=len(values),
+            last=values[-1],
+            mean=math.fsum(values) / len(values),
+            p50=statistics.median(values),
+            min=min(values),
+            max=max(values),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesSummary:
+    """The three windows the console shows side by side for one series."""
+
+    minute: Stats | None
+    ten_minutes: Stats | None
+    invocation: Stats | None
+
+
+class Series:
+    """One bounded series of `(ts, value)` samples in arrival order.
+
+    Time windows assume samples arrive in time order, as journal entries do: a window is read
+    backwards from the newest sample and stops at the first one older than it.
+
+    The current invocation's count, mean, min, max and last are exact however long it runs,
+    from running totals; its p50 is the median of the samples still retained, which is all of
+    them unless the invocation outgrew `maxlen`.
+    """
+
+    __slots__ = (
+        "_inv_cache",
+        "_inv_count",
+        "_inv_last",
+        "_inv_max",
+        "_inv_min",
+        "_inv_sum",
+        "_maxlen",
+        "_next",
+        "_ts",
+        "_values",
+    )
+
+    def __init__(self, maxlen: int = DEFAULT_MAXLEN) -> None:
+        if maxlen < 1:
+            raise ValueError(f"maxlen must be at least 1, not {maxlen}")
+        # Two arrays of doubles used as one ring (16 bytes a sample, where a deque of
+        # `(ts, value)` tuples took ~90): a fleet of streaming hosts keeps five full series
+        # each. They grow to `maxlen`, then `_next` is where the oldest sample is replaced.
+        self._maxlen = maxlen
+        self._ts = array("d")
+        self._values = array("d")
+        self._next = 0
+        self.reset_invocation()
+
+    def reset_invocation(self) -> None:
+        """Start the invocation totals afresh; retained samples stay for the time windows."""
+        self._inv_count = 0
+        self._inv_sum = 0.0
+        self._inv_min = math.inf
+        self._inv_max = -math.inf
+        self._inv_last = math.nan
+        self._inv_cache: Stats | None = None
+
+    @property
+    def maxlen(self) -> int:
+        return self._maxlen
+
+    def __len__(self) -> int:
+        return len(self._ts)
+
+    def append(self, ts: float, value: float) -> bool:
+        """Record a sample; non-finite values are dropped (False), so stats stay meaningful."""
+        if not (math.isfinite(value) and math.isfinite(ts)):
+            return False
+        if len(self._ts) < self._maxlen:
+            self._ts.append(ts)
+            self._values.append(value)
+        else:
+            at = self._next
+            self._ts[at] = ts
+            self._values[at] = value
+            self._next = at + 1 if at + 1 < self._maxlen else 0
+        self._inv_count += 1
+        self._inv_sum += value
+        # Comparisons, not min()/max(): five series take every decode line of a flood.
+        if value < self._inv_min:
+            self._inv_min = value
+        if value > self._inv_max:
+            self._inv_max = value
+        self._inv_last = value
+        self._inv_cache = None
+        return True
+
+    def _newest_first(self) -> Iterator[tuple[float, float]]:
+        """`(ts, value)` from the newest sample back to the oldest."""
+        ts, values, split = self._ts, self._values, self._next
+        return chain(
+            zip(reversed(ts[:split]), reversed(values[:split]), strict=True),
+            zip(reversed(ts[split:]), reversed(values[split:]), strict=True),
+        )
+
+    @property
+    def last(self) -> tuple[float, float] | None:
+        """The newest `(ts, value)`, whatever invocation it belongs to."""
+        if not self._ts:
+            return None
+        at = self._next - 1  # -1: the array's end, before the ring has wrapped
+        return self._ts[at], self._values[at]
+
+    def samples(
+        self, since: float | None = None, newest: int | None = None
+    ) -> list[tuple[float, float]]:
+        """Retained `(ts, value)` samples, oldest first; only those with `ts >= since` if given,
+        and only the `newest` of those if given (a chart's width, not a flood's 20,000)."""
+        newest_first = []
+        for sample in islice(self._newest_first(), newest):
+            if since is not None and sample[0] < since:
+                break
+            newest_first.append(sample)
+        newest_first.reverse()
+        return newest_first
+
+    def window_values(self, now: float, seconds: float) -> list[float]:
+        """Values with `now - seconds <= ts <= now`, in arrival order."""
+        return self.nested_windows(now, seconds, seconds)[1]
+
+    def nested_windows(
+        self, now: float, short: float, long: float
+    ) -> tuple[list[float], list[float]]:
+        """`window_values` of a short and a long window ending at `now`, in one pass."""
+        short_cutoff, long_cutoff = now - short, now - long
+        newest_first: list[float] = []
+        short_count: int | None = None
+        for ts, value in self._newest_first():
+            if ts > now:
+                continue
+            if ts < long_cutoff:
+                break
+            if short_count is None and ts < short_cutoff:
+                short_count = len(newest_first)
+            newest_first.append(value)
+        if short_count is None:
+            short_count = len(newest_first)
+        newest_first.reverse()
+        return newest_first[len(newest_first) - short_count :], newest_first
+
+    def window(self, now: float, seconds: float) -> Stats | None:
+        """Statistics over the last `seconds` before `now`."""
+        return Stats.of(self.window_values(now, seconds))
+
+    def invocation(self) -> Stats | None:
+        """Statistics since the last `reset_invocation` (or since the series began)."""
+        if self._inv_count == 0:
+            return None
+        if self._inv_cache is None:
+            retained = min(self._inv_count, len(self._ts))
+            tail = [value for _, value in islice(self._newest_first(), retained)]
+            self._inv_cache = Stats(
+                count=self._inv_count,
+                last=self._inv_last,
+                mean=self._inv_sum / self._inv_count,
+                p50=statistics.median(tail),
+                min=self._inv_min,
+                max=self._inv_max,
+            )
+        return self._inv_cache
+
+
+class HostMetrics:
+    """Every series of one host, the CUDA-graph state, and the current service invocation.
+
+    Feed it `parse_line` results with `observe` and a profile's custom matches with
+    `observe_custom`; call `new_invocation` when the unit's InvocationID changes (a restart),
+    so "this run" statistics compare one configuration, not a blend.
+
+    Under DP attention every DP group prints its own decode line; their samples share one
+    series, so `mean` of `gen_throughput` is per group, not the host total.
+    """
+
+    def __init__(self, host: str = "", *, maxlen: int = DEFAULT_MAXLEN) -> None:
+        self.host = host
+        self._maxlen = maxlen
+        self._series: dict[str, Series] = {name: Series(maxlen) for name in BUILTIN_SERIES}
+        self.invocation_id: str | None = None
+        self.invocation_flags: Mapping[str, object] = MappingProxyType({})
+        self.invocation_started: float | None = None
+        self.graph: bool | None = None
+        """Whether the newest decode batch of this invocation ran in a device graph."""
+        self.graph_backend: str | None = None
+        """`"cuda"`, `"npu"`... as that line printed it."""
+        self.graph_ts: float | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Built-in series first, then custom ones in the order they were first seen."""
+        return tuple(self._series)
+
+    def series(self, name: str) -> Series | None:
+        return self._series.get(name)
+
+    def _append(self, name: str, ts: float, value: float | None) -> bool:
+        if value is None:
+            return False
+        series = self._series.get(name)
+        if series is None:
+            series = self._series[name] = Series(self._maxlen)
+        return series.append(ts, value)
+
+    def observe(self, line: ParsedLine | None, ts: float) -> bool:
+        """Record the numbers of one parsed line at time `ts`; True when anything was recorded."""
+        if isinstance(line, DecodeBatch):
+            recorded = self._append("gen_throughput", ts, line.gen_throughput)
+            recorded |= self._append("running_req", ts, line.running_req)
+            recorded |= self._append("queue_req", ts, line.queue_req)
+            recorded |= self._append("accept_len", ts, line.accept_len)
+            recorded |= self._append("accept_rate", ts, line.accept_rate)
+            if line.graph is not None:
+                self.graph, self.graph_backend, self.graph_ts = line.graph, line.graph_backend, ts
+                recorded = True
+            return recorded
+        if isinstance(line, PrefillBatch):
+            # Prefill's running/queue counts would interleave with decode's at a different
+            # cadence; only its own throughput is kept.
+            return self._append("input_throughput", ts, line.input_throughput)
+        return False
+
+    def observe_custom(self, matches: Iterable[tuple[str, float]], ts: float) -> None:
+        """Record `CustomMetrics.match` results. Names share the built-in namespace."""
+        for name, value in matches:
+            self._append(name, ts, value)
+
+    def new_invocation(
+        self,
+        invocation_id: str,
+        flags: Mapping[str, object] | None = None,
+        *,
+        now: float | None = None,
+    ) -> None:
+        """A new run of the service began: reset its statistics and the graph state.
+
+        `flags` (the configuration it runs with) is kept alongside, so the statistics of a run
+        can be labelled with what produced them.
+        """
+        self.invocation_id = invocation_id
+        self.invocation_flags = MappingProxyType(dict(flags or {}))
+        self.invocation_started = now
+        self.graph = self.graph_backend = self.graph_ts = None
+        for series in self._series.values():
+            series.reset_invocation()
+
+    def last(self, name: str) -> float | None:
+        """The newest value of a series, None when it has none."""
+        series = self._series.get(name)
+        sample = None if series is None else series.last
+        return None if sample is None else sample[1]
+
+    def stats(self, name: str, now: float, seconds: float) -> Stats | None:
+        """Statistics of one series over the `seconds` before `now`."""
+        series = self._series.get(name)
+        return None if series is None else series.window(now, seconds)
+
+    def invocation_stats(self, name: str) -> Stats | None:
+        """Statistics of one series over the current invocation."""
+        series = self._series.get(name)
+        return None if series is None else series.invocation()
+
+    def summary(self, name: str, now: float) -> SeriesSummary:
+        """Last minute, last ten minutes and current invocation of one series."""
+        series = self._series.get(name)
+        if series is None:
+            return SeriesSummary(None, None, None)
+        minute, ten_minutes = series.nested_windows(now, MINUTE, TEN_MINUTES)
+        ten = Stats.of(ten_minutes)
+        # Under a flood (20,000 samples a second) both windows hold the same samples.
+        return SeriesSummary(
+            minute=ten if len(minute) == len(ten_minutes) else Stats.of(minute),
+            ten_minutes=ten,
+            invocation=series.invocation(),
+        )

@@ -1,0 +1,191 @@
+"""Live monitoring of one host: numbers, restarts and crashes, read from its journal records.
+
+The follower delivers records; `HostMonitor` turns them into what an operator watches while
+tuning: the accept length and throughput series (`console.watch.metrics`, restarted with each
+service invocation), the profile's own `[[metrics]]`, the moment the service restarted,
+its ready marker, and crash signatures. A crash becomes one `CrashDetected` per invocation
+(a dying server logs several signature lines: the first record names the crash) that
+carries the flags that invocation ran with, as `Fleet` read them from the effective unit.
+
+Pure: no I/O (the clock aside), no Textual. Thread-safe where the TUI needs it: the engine
+feeds records on its own thread while the screen reads summaries and chart series.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Iterable
+
+from console.events import (
+    CrashDetected,
+    InvocationChanged,
+    JournalEntry,
+    MetricsUpdated,
+    MonitorEvent,
+    ServiceReady,
+    ServiceStatus,
+)
+from console.profiles import FlagValue, Profile
+from console.watch.metrics import DEFAULT_MAXLEN, TEN_MINUTES, HostMetrics, SeriesSummary
+from console.watch.sglang import DecodeBatch, PrefillBatch, ServerReady, parse_line
+from console.watch.signatures import CustomMetrics, crash_signature
+
+CRASH_HISTORY = 100
+"""Crash events kept per host."""
+FLAGS_KEPT = 32
+"""Invocations whose flag values are remembered per host."""
+CRASH_WINDOW_S = 60.0
+"""Without an invocation id, signature lines this close together are one crash."""
+
+
+class HostMonitor:
+    """Everything the console derives from one host's journal records."""
+
+    def __init__(self, profile: Profile, *, maxlen: int = DEFAULT_MAXLEN) -> None:
+        self.host = profile.name
+        self.metrics = HostMetrics(profile.name, maxlen=maxlen)
+        self.custom = CustomMetrics(profile.metrics)
+        self.crashes: deque[CrashDetected] = deque(maxlen=CRASH_HISTORY)
+        self._flags: OrderedDict[str, dict[str, FlagValue]] = OrderedDict()
+        self._clock_offset = 0.0
+        self._newest = 0.0
+        self._lock = threading.Lock()
+        """Held while a batch is observed and while a view reads the series."""
+
+    # --- what systemd says -------------------------------------------------------------
+
+    def set_status(self, status: ServiceStatus) -> None:
+        """Remember the flags of the invocation a status poll saw."""
+        if status.error is not None or not status.invocation_id or not status.flags:
+            return
+        flags = dict(status.flags)
+        self._flags[status.invocation_id] = flags
+        self._flags.move_to_end(status.invocation_id)
+        while len(self._flags) > FLAGS_KEPT:
+            self._flags.popitem(last=False)
+        if status.invocation_id == self.metrics.invocation_id and not self.metrics.invocation_flags:
+            self.metrics.invocation_flags = flags
+
+    def flags_for(self, invocation: str | None) -> dict[str, FlagValue] | None:
+        return None if invocation is None else self._flags.get(invocation)
+
+    # --- what the journal says ---------------------------------------------------------
+
+    def observe(self, records: Iterable[JournalEntry], *, live: bool = True) -> list[MonitorEvent]:
+        """Feed one delivered batch; the events it produces, in journal order."""
+        with self._lock:
+            return self._observe(records, live)
+
+    def _observe(self, records: Iterable[JournalEntry], live: bool) -> list[MonitorEvent]:
+        events: list[MonitorEvent] = []
+        values: dict[str, float] = {}
+        newest: JournalEntry | None = None
+        for record in records:
+            newest = record
+            invocation = record.invocation
+            if invocation is not None and invocation != self.metrics.invocation_id:
+                previous = self.metrics.invocation_id
+                self.metrics.new_invocation(
+                    invocation, self._flags.get(invocation), now=record.timestamp
+                )
+                if previous is not None:
+                    events.append(
+                        InvocationChanged(self.host, invocation, previous, record.timestamp)
+                    )
+            if record.dropped:
+                continue
+            parsed = parse_line(record.text)
+            if parsed is not None and self.metrics.observe(parsed, record.timestamp):
+                values.update(_numbers(parsed))
+            elif isinstance(parsed, ServerReady):
+                events.append(ServiceReady(self.host, invocation, record.timestamp))
+            if len(self.custom):
+                matches = self.custom.match(record.message)
+                self.metrics.observe_custom(matches, record.timestamp)
+                values.update(matches)
+            if record.crash is not None:
+                crash = self._crash(record, live)
+                if crash is not None:
+                    events.append(crash)
+        if newest is not None:
+            self._newest = max(self._newest, newest.timestamp)
+            if live:
+                # Windows are read in the host's clock: track how far it is from ours.
+                self._clock_offset = newest.timestamp - time.time()
+        if values:
+            events.append(MetricsUpdated(self.host, self._newest, values, graph=self.metrics.graph))
+        return events
+
+    def _crash(self, record: JournalEntry, live: bool) -> CrashDetected | None:
+        signature = record.crash
+        assert signature is not None
+        last = self.crashes[-1] if self.crashes else None
+        if last is not None:
+            if record.invocation is not None and last.invocation == record.invocation:
+                return None  # the same run dying: its first signature record named it
+            if record.invocation is None and record.timestamp - last.timestamp < CRASH_WINDOW_S:
+                return None
+        line = next((ln for ln in record.lines if crash_signature(ln) == signature), None)
+        crash = CrashDetected(
+            host=self.host,
+            invocation=record.invocation,
+            signature=signature,
+            first_line=record.message,
+            line=line or record.message,
+            flags=self.flags_for(record.invocation),
+            timestamp=record.timestamp,
+            cursor=record.cursor,
+            live=live,
+        )
+        self.crashes.append(crash)
+        return crash
+
+    def resolve_flags(self, crash: CrashDetected, flags: dict[str, FlagValue]) -> CrashDetected:
+        """The crash with the flags read after it (its invocation was never seen running)."""
+        resolved = CrashDetected(**{**crash.__dict__, "flags": dict(flags)})
+        for i, kept in enumerate(self.crashes):
+            if kept is crash:
+                self.crashes[i] = resolved
+        return resolved
+
+    # --- what the views read -----------------------------------------------------------
+
+    def now(self) -> float:
+        """The host's present time, for the windows: our clock plus the host's offset."""
+        return max(time.time() + self._clock_offset, self._newest)
+
+    def summary(self, name: str) -> SeriesSummary:
+        """Last minute, last ten minutes and this invocation of one series."""
+        with self._lock:
+            return self.metrics.summary(name, self.now())
+
+    def recent(
+        self, name: str, seconds: float = TEN_MINUTES, newest: int | None = None
+    ) -> list[float]:
+        """The values of one series over the last `seconds` (at most the `newest` of them),
+        oldest first (for charts)."""
+        with self._lock:
+            series = self.metrics.series(name)
+            if series is None:
+                return []
+            samples = series.samples(since=self.now() - seconds, newest=newest)
+            return [value for _, value in samples]
+
+
+def _numbers(parsed: object) -> dict[str, float]:
+    if isinstance(parsed, DecodeBatch):
+        found = {
+            "gen_throughput": parsed.gen_throughput,
+            "running_req": float(parsed.running_req),
+            "queue_req": float(parsed.queue_req),
+        }
+        if parsed.accept_len is not None:
+            found["accept_len"] = parsed.accept_len
+        if parsed.accept_rate is not None:
+            found["accept_rate"] = parsed.accept_rate
+        return found
+    if isinstance(parsed, PrefillBatch) and parsed.input_throughput is not None:
+        return {"input_throughput": parsed.input_throughput}
+    return {}

@@ -1,0 +1,129 @@
+"""Crash signatures and a profile's own metric patterns: the other things a line can say.
+
+`console.watch.sglang` reads what a healthy server reports; this module recognises the lines that
+mean it is dying (`reference/sglang.md` §2.3: illegal memory access, cuBLAS failures, OOM,
+NCCL watchdogs, scheduler exceptions, SIGQUIT) and the private lines a profile charts with
+`[[metrics]]` (e.g. `DDTREE metrics ... recent_al=4.1`). Both run on every journal line, so
+each is a cheap substring gate in front of the regular expressions.
+
+Pure functions: no I/O, no Textual.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from console.profiles import MetricPattern
+
+__all__ = ["CRASH_SIGNATURES", "CustomMetrics", "crash_signature"]
+
+# --- Crash signatures ------------------------------------------------------------------------
+
+CRASH_SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # Most specific first: one line often matches several (an NCCL watchdog line carries the
+    # CUDA error that killed it), and the first match names the crash.
+    (
+        "nccl_watchdog",
+        re.compile(
+            r"Process group watchdog thread terminated"
+            r"|Watchdog caught collective operation timeout"
+            r"|ProcessGroupNCCL's watchdog got stuck"
+        ),
+    ),
+    ("illegal_memory_access", re.compile(r"an illegal memory access was encountered")),
+    ("cublas", re.compile(r"CUBLAS_STATUS_[A-Z_]+")),
+    (
+        "oom",
+        re.compile(r"OutOfMemoryError|CUDA out of memory|Not enough memory|Decode out of memory"),
+    ),
+    ("capture_failed", re.compile(r"Capture (?:cuda|CUDA) graph failed")),
+    ("cuda_error", re.compile(r"CUDA error: ")),
+    ("nccl_error", re.compile(r"NCCL error|ncclUnhandledCudaError|ncclSystemError")),
+    ("scheduler_exception", re.compile(r"Scheduler hit an exception")),
+    ("detokenizer_exception", re.compile(r"DetokenizerManager hit an exception")),
+    ("watchdog_timeout", re.compile(r"watchdog timeout")),
+    ("subprocess_crashed", re.compile(r"crashed with exit code")),
+    ("sigquit", re.compile(r"Received sigquit|SIGQUIT received")),
+)
+"""(name, pattern) of every line that means the server died or is about to.
+
+`KV cache pool is full. Retract requests` is deliberately absent: it is a warning SGLang
+recovers from.
+"""
+
+# Every signature contains one of these substrings. Testing them costs a fraction of one
+# search with the union of the table (an alternation is tried at every position of the line),
+# and only a line that passes walks the table. A new signature needs a needle here too; a unit
+# test checks that each one's examples pass the gate.
+_CRASH_NEEDLES = (
+    "emory",  # illegal memory access, OutOfMemoryError, out of memory, Not enough memory
+    "CUBLAS_STATUS_",
+    "CUDA error",
+    "graph failed",
+    "NCCL error",
+    "nccl",
+    "atchdog",
+    "hit an exception",
+    "crashed with",
+    "sigquit",
+    "SIGQUIT",
+)
+
+
+def crash_signature(message: str) -> str | None:
+    """The name of the first `CRASH_SIGNATURES` entry found in `message`, else None."""
+    for needle in _CRASH_NEEDLES:
+        if needle in message:
+            break
+    else:
+        return None
+    for name, pattern in CRASH_SIGNATURES:
+        if pattern.search(message) is not None:
+            return name
+    return None
+
+
+# --- User-defined metrics ------------------------------------------------------------------
+
+
+class CustomMetrics:
+    """The `[[metrics]]` patterns of a profile, compiled once and matched against each line.
+
+    Each pattern's `(?P<value>...)` group must read as a number; a line where it does not is
+    skipped rather than raising, because the pattern is the user's and the line is the server's.
+    """
+
+    __slots__ = ("_patterns",)
+
+    def __init__(self, patterns: Iterable[MetricPattern]) -> None:
+        self._patterns = tuple((p.name, re.compile(p.regex)) for p in patterns)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The metric names, in profile order (a name may repeat with several patterns)."""
+        return tuple(name for name, _ in self._patterns)
+
+    def __len__(self) -> int:
+        return len(self._patterns)
+
+    def match(self, message: str) -> list[tuple[str, float]]:
+        """`(name, value)` for every pattern found in `message`, in profile order."""
+        found: list[tuple[str, float]] = []
+        for name, pattern in self._patterns:
+            match = pattern.search(message)
+            if match is None:
+                continue
+            raw = match.group("value")
+            if raw is None:
+                continue
+            try:
+                value = float(raw.strip().rstrip("%"))
+            except ValueError:
+                continue
+            if math.isfinite(value):
+                found.append((name, value))
+        return found
