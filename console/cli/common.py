@@ -52,7 +52,12 @@ async def connect(profile: Profile) -> HostSession | None:
     state = await session.wait_settled(profile.ssh.connect_timeout_s + 5)
     if state.state is ConnState.CONNECTED:
         return session
-    detail = f" ({state.fingerprint})" if state.fingerprint else f": {state.detail}"
+    if state.detail.startswith("CHANGED"):
+        detail = f": host key {state.detail}; refused"
+    elif state.fingerprint:
+        detail = f" ({state.fingerprint})"
+    else:
+        detail = f": {state.detail}"
     err.print(f"{profile.name}: {state.state.value}{detail}", markup=False)
     await session.close()
     return None
