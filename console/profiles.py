@@ -178,6 +178,11 @@ class ArtifactsConfig(_Strict):
     """Local directory of the reproduction package (`~` expanded)."""
     bench: tuple[str, ...] = ()
     """Remote globs of benchmark result files to collect."""
+    bench_symlinks_anywhere: bool = False
+    """Follow a matched symlink wherever it points; by default only to a file inside the
+    directory its glob names (a link in the bench dir to /etc/shadow is skipped, noted)."""
+    max_file_bytes: int = Field(default=4 << 30, ge=1, le=1 << 50)
+    """The largest bench file collected (default 4 GiB); a larger one is skipped, noted."""
     variant: str = "{budget}"
     """How a configuration names itself in artifact names, from the flag values."""
     journal_since: str = "4 hours ago"
