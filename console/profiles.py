@@ -141,6 +141,8 @@ class FlagSpec(_Strict):
     max: float | None = None
     choices: tuple[str, ...] | None = None
     help: str = ""
+    secret: bool = False
+    """Its value is a secret: shown as `***` in the package and the audit log."""
 
     @field_validator("arg")
     @classmethod
@@ -217,6 +219,17 @@ class Profile(_Strict):
     @property
     def ssh_port(self) -> int:
         return self.ssh.port or 22
+
+    @property
+    def secret_names(self) -> frozenset[str]:
+        """Flag names, arguments and variables whose values are secrets (`secret = true`)."""
+        return frozenset(
+            name
+            for key, spec in self.flags.items()
+            if spec.secret
+            for name in (key, spec.arg, spec.env)
+            if name is not None
+        )
 
 
 class ProfileError(Exception):

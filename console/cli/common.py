@@ -43,7 +43,7 @@ def load_profiles(args: argparse.Namespace) -> list[Profile]:
 
 def new_session(profile: Profile) -> HostSession:
     """A session whose every remote command goes to the audit log."""
-    return HostSession(profile, on_command=AuditLog().record)
+    return HostSession(profile, on_command=AuditLog(secrets=profile.secret_names).record)
 
 
 async def connect(profile: Profile) -> HostSession | None:

@@ -55,6 +55,7 @@ from console.evidence.transfer import (
     write_bytes,
 )
 from console.profiles import FlagValue
+from console.redaction import REDACTED, is_secret_name, redact_text
 from console.service.execline import FlagError
 from console.service.flags import format_variant, read_flags
 from console.service.status import read_status
@@ -224,7 +225,9 @@ class _HostRun:
             read_flags(profile.flags, service.argv, service.environment)
         )
         variant = format_variant(art.variant, flags)
-        unit_text = cat if cat.endswith("\n") else cat + "\n"
+        secret = profile.secret_names
+        # The package is shared: every file in it goes through the one redaction.
+        unit_text = redact_text(cat if cat.endswith("\n") else cat + "\n", secret)
 
         tracker.emit(SnapshotStage.JOURNAL)
         window_cmd = remote.journal_read(unit, since=art.journal_since)
@@ -261,12 +264,14 @@ class _HostRun:
             logs = pkg / f"{host}_logs"
             unit_ref = refetch_command(profile, cat_cmd)
             self._add(
-                await self._write(logs, EXCERPT_NAME, excerpt.text),
+                await self._write(logs, EXCERPT_NAME, redact_text(excerpt.text, secret)),
                 window_cmd.shell(profile.ssh.sudo),
                 refetch_command(profile, window_cmd),
             )
             self._add(
-                await self._write(logs, EXECSTART_NAME, execstart_text(host, unit, service)),
+                await self._write(
+                    logs, EXECSTART_NAME, redact_text(execstart_text(host, unit, service), secret)
+                ),
                 cat_cmd.shell(profile.ssh.sudo),
                 unit_ref,
             )
@@ -299,8 +304,11 @@ class _HostRun:
             "sub_state": status.sub_state,
             "n_restarts": status.n_restarts,
             "invocation": invocation,
-            "variant": variant,
-            "flags": flags,
+            "variant": redact_text(variant, secret),
+            "flags": {
+                k: REDACTED if v is not None and is_secret_name(k, secret) else v
+                for k, v in flags.items()
+            },
             "statistics": stats,
             "journal": journal,
             "artifacts": [

@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--decode-log-interval", type=int, default=40)
     add("--log-level", default="info")
     add("--watchdog-timeout", type=float, default=300)
+    add("--api-key", default=None, help="Set API key of the server.")
     return p
 
 
