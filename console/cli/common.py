@@ -7,6 +7,7 @@ Exit status (contract): 0 success; 1 the action failed; 2 bad usage or bad profi
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,7 +16,7 @@ from rich.console import Console
 
 from console.audit import AuditLog
 from console.profiles import Profile, load_fleet
-from console.settings import config_dir, load_settings
+from console.settings import config_dir, load_settings, settings_path
 from console.transport.ssh import ConnState, HostSession
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -60,6 +61,20 @@ async def connect(profile: Profile) -> HostSession | None:
         detail = f": {state.detail}"
     err.print(f"{profile.name}: {state.state.value}{detail}", markup=False)
     await session.close()
+    return None
+
+
+def read_only_reason(args: argparse.Namespace) -> str | None:
+    """Which source makes this run read-only, or None: the flag, the environment, the file.
+
+    The one check every changing command makes, so no source can be forgotten by one of them.
+    """
+    if getattr(args, "read_only", False):
+        return "--read-only"
+    if load_settings().read_only:
+        if os.environ.get("SPECOPS_READ_ONLY") is not None:
+            return f"SPECOPS_READ_ONLY={os.environ['SPECOPS_READ_ONLY']}"
+        return f"read_only = true in {settings_path()}"
     return None
 
 
