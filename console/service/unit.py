@@ -9,7 +9,6 @@ command into the one we mean, refusing rewrites it cannot make exactly. Pure fun
 from __future__ import annotations
 
 import posixpath
-
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
