@@ -17,7 +17,7 @@ from rich.console import Console
 from console.audit import AuditLog
 from console.profiles import Profile, load_fleet
 from console.settings import config_dir, load_settings, settings_path
-from console.transport.ssh import ConnState, HostSession
+from console.transport.ssh import ConnState, HostSession, check_identity
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -39,7 +39,10 @@ def default_profiles_dir() -> Path:
 
 def load_profiles(args: argparse.Namespace) -> list[Profile]:
     directory = Path(args.profiles) if args.profiles else default_profiles_dir()
-    return load_fleet(directory)
+    profiles = load_fleet(directory)
+    for profile in profiles:
+        check_identity(profile)
+    return profiles
 
 
 def new_session(profile: Profile) -> HostSession:

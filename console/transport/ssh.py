@@ -22,7 +22,7 @@ from typing import Any
 
 import asyncssh
 
-from console.profiles import Profile
+from console.profiles import Profile, ProfileError
 from console.transport.remote import Command
 
 log = logging.getLogger(__name__)
@@ -536,6 +536,29 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(exc) or type(exc).__name__
+
+
+def check_identity(profile: Profile) -> None:
+    """Refuse, before any host is contacted, an identity file the connection could not use.
+
+    asyncssh reads it only when connecting, and a passphrase-protected or malformed key then
+    failed every attempt as "unreachable" (with a traceback in the log).
+    """
+    if profile.ssh.identity_file is None:
+        return
+    path = profile.ssh.identity_file.expanduser()
+    where = f"profile {profile.name}: field 'ssh.identity_file' = '{path}'"
+    try:
+        asyncssh.read_private_key(str(path))
+    except OSError as exc:
+        raise ProfileError(f"{where}: cannot read it: {exc.strerror}") from None
+    except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError, ValueError) as exc:
+        if "passphrase" in str(exc).lower():
+            raise ProfileError(
+                f"{where}: the key is passphrase-protected; specops cannot ask for a "
+                "passphrase (load it into ssh-agent and leave identity_file unset)"
+            ) from None
+        raise ProfileError(f"{where}: not a private key asyncssh can read: {exc}") from None
 
 
 def known_hosts_path(profile: Profile) -> Path:
