@@ -418,8 +418,13 @@ async def run_snapshot(
 ) -> SnapshotReport:
     """Snapshot every host at once, then regenerate each package's manifest."""
     hosts = list(await asyncio.gather(*(snapshot_host(j, s, on_progress) for j, s in jobs)))
-    packages = [
-        await asyncio.to_thread(_finish_package, p)
-        for p in dict.fromkeys(j.package for j, _ in jobs)
-    ]
+    packages = []
+    for path in dict.fromkeys(j.package for j, _ in jobs):
+        reached = [
+            h for h in hosts if h.package == path and h.outcome is not HostOutcome.UNREACHABLE
+        ]
+        if not reached:  # nothing was added: no manifest claims an (empty) package
+            packages.append(PackageResult(path, False, 0))
+            continue
+        packages.append(await asyncio.to_thread(_finish_package, path))
     return SnapshotReport(hosts, packages)
