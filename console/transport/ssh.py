@@ -562,7 +562,19 @@ def check_identity(profile: Profile) -> None:
 
 
 def known_hosts_path(profile: Profile) -> Path:
-    """Where `trust` writes: the profile's pinned file, else ~/.ssh/known_hosts."""
+    """Where host keys are pinned, and `trust` writes: the profile's `known_hosts`, else
+    ssh_config's first `UserKnownHostsFile` (never `none`: that only means the default
+    here), else ~/.ssh/known_hosts. Every connection passes it explicitly."""
     if profile.ssh.known_hosts is not None:
         return profile.ssh.known_hosts.expanduser()
+    config = [str(profile.ssh.config_file.expanduser())] if profile.ssh.config_file else ()
+    try:
+        resolved = asyncssh.SSHClientConnectionOptions(
+            host=profile.ssh.host, client_keys=None, config=config
+        )
+    except (OSError, ValueError, asyncssh.Error):
+        resolved = None  # an unreadable ssh_config: the connection reports it
+    files = resolved.known_hosts if resolved is not None else None
+    if isinstance(files, list) and files and isinstance(files[0], str):
+        return Path(files[0]).expanduser()
     return Path.home() / ".ssh" / "known_hosts"

@@ -11,13 +11,18 @@ from console.transport.ssh import (
     connect_options,
     host_key_identity,
     host_key_line,
+    known_hosts_path,
     pinned_keys,
     refusal_detail,
 )
 
 
 def _profile(tmp_path: Path, **ssh: object) -> Profile:
-    data = {"name": "b300", "ssh": {"host": "gpu-alias", **ssh}, "service": {"unit": "x.service"}}
+    data = {
+        "name": "b300",
+        "ssh": {"host": "gpu-alias", **ssh},
+        "service": {"unit": "x.service"},
+    }
     return parse_profile(data, tmp_path / "b300.toml")
 
 
@@ -59,3 +64,17 @@ def test_refusals_name_what_is_pinned_and_what_is_offered() -> None:
     assert rsa_only is not None and "pins only ssh-rsa" in rsa_only
     assert refusal_detail([offered], offered, lost) is None  # not about the key
     assert refusal_detail([], offered, lost) is None
+
+
+def test_ssh_configs_own_known_hosts_file_is_honoured_but_none_is_not(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        "Host fleet\n  UserKnownHostsFile ~/fleet_known\nHost *\n  UserKnownHostsFile none\n"
+    )
+    fleet = _profile(tmp_path, host="fleet", config_file=str(config))
+    assert known_hosts_path(fleet) == isolated_home / "fleet_known"
+    other = _profile(tmp_path, host="other", config_file=str(config))
+    assert known_hosts_path(other) == isolated_home / ".ssh" / "known_hosts"
+    assert connect_options(other)["known_hosts"] is not None
