@@ -4,8 +4,8 @@ When a host misbehaves after a tuning session, "what exactly did the console do 
 must have a precise answer. `HostSession` reports every command it runs (`CommandRecord`);
 this module appends each one as a JSON line to `<state dir>/audit.jsonl`: time, host, the
 exact shell command, exit status (null when the link dropped), duration. Values that look
-like secrets (after `--api-key`, `--token`, …, or in `*_KEY=`/`*_TOKEN=` words) are replaced
-before anything is written. Each record is one `write(2)` on an `O_APPEND` descriptor, so
+like secrets are replaced before anything is written, by the one redaction the package uses
+too (console/redaction.py). Each record is one `write(2)` on an `O_APPEND` descriptor, so
 concurrent specops processes interleave whole lines, never bytes.
 """
 
@@ -14,74 +14,17 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
-import shlex
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from console.redaction import REDACTED as REDACTED  # re-exported: the audit log's marker
+from console.redaction import redact as redact  # re-exported with REDACTED
 from console.settings import state_dir
 from console.transport.ssh import CommandRecord
 
 log = logging.getLogger(__name__)
-
-REDACTED = "***"
-
-_SECRET_PARTS = frozenset(
-    {
-        "key",
-        "keys",
-        "apikey",
-        "token",
-        "secret",
-        "secrets",
-        "password",
-        "passwd",
-        "passphrase",
-        "credential",
-        "credentials",
-    }
-)
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def _is_secret_name(name: str) -> bool:
-    """`--api-key`, `--hf_token`, `HF_TOKEN`, `DB_PASSWORD`; not `--num-draft-tokens`."""
-    parts = re.split(r"[-_.]+", name.strip("-").lower())
-    return any(part in _SECRET_PARTS for part in parts)
-
-
-def redact(command: str) -> str:
-    """The command with secret-looking values replaced; unchanged text when there are none."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        # Not valid shell (it never is for our own commands): hide every NAME=value at least.
-        return re.sub(
-            r"((?:--?)?[A-Za-z_][\w.-]*=)\S+",
-            lambda m: m.group(1) + REDACTED if _is_secret_name(m.group(1)[:-1]) else m.group(0),
-            command,
-        )
-    out: list[str] = []
-    hide_next = False
-    changed = False
-    for word in words:
-        if hide_next and not word.startswith("-"):
-            out.append(REDACTED)
-            hide_next, changed = False, True
-            continue
-        hide_next = False
-        name, eq, _ = word.partition("=")
-        is_option = word.startswith("-")
-        if (is_option or (eq and _ENV_NAME.match(name))) and _is_secret_name(name):
-            if eq:
-                out.append(f"{name}={REDACTED}")
-                changed = True
-                continue
-            hide_next = is_option
-        out.append(word)
-    return shlex.join(out) if changed else command
 
 
 @dataclass(frozen=True)
@@ -114,15 +57,17 @@ def audit_path() -> Path:
 class AuditLog:
     """Append-only JSONL; pass `record` as a HostSession's `on_command`."""
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, secrets: Collection[str] = ()) -> None:
         self.path = path if path is not None else audit_path()
+        self.secrets = frozenset(secrets)
+        """More names to hide: the `secret = true` flags' arguments and variables."""
         self._warned = False
 
     def record(self, command: CommandRecord) -> None:
         entry = AuditRecord(
             time=datetime.fromtimestamp(command.started, UTC).isoformat(timespec="milliseconds"),
             host=command.host,
-            command=redact(command.command),
+            command=redact(command.command, self.secrets),
             exit=command.returncode,
             duration_s=round(command.duration_s, 4),
         )

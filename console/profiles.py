@@ -19,21 +19,23 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 ARG_RE = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_-]*$")
 
-Port = Annotated[int, Field(ge=1, le=65535)]
+Port = Annotated[int, Field(ge=1, le=65535, strict=True)]
+"""Strict: TOML's `true` is not port 1."""
 
 FlagValue: TypeAlias = int | float | str | bool | None
 """A flag's value: int/float/str (choice is a str), bool for switches, None when absent."""
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan: `ready_timeout_s = inf` or `min = nan` (both valid TOML) are refused.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class SSHConfig(_Strict):
     """How to reach the host. Anything left unset falls back to ssh_config, then defaults."""
 
-    host: str = Field(min_length=1)
-    """Address or an alias resolved through ssh_config."""
+    host: str = Field(min_length=1, max_length=253)
+    """Address or an alias resolved through ssh_config (at most 253 characters, as DNS)."""
     port: Port | None = None
     """TCP port; None means ssh_config's Port, else 22."""
     user: str | None = None
@@ -86,8 +88,8 @@ class ServiceConfig(_Strict):
     @field_validator("health_path")
     @classmethod
     def _path(cls, value: str) -> str:
-        if not value.startswith("/") or any(c.isspace() for c in value):
-            raise ValueError("must start with '/' and contain no whitespace")
+        if not re.fullmatch(r"/[!-~]*", value):  # it goes into an HTTP request line
+            raise ValueError("must start with '/' and be printable ASCII without whitespace")
         return value
 
 
@@ -141,6 +143,8 @@ class FlagSpec(_Strict):
     max: float | None = None
     choices: tuple[str, ...] | None = None
     help: str = ""
+    secret: bool = False
+    """Its value is a secret: shown as `***` in the package and the audit log."""
 
     @field_validator("arg")
     @classmethod
@@ -170,6 +174,8 @@ class FlagSpec(_Strict):
             raise ValueError("a switch maps to an argument, not an environment variable")
         if (self.min is not None or self.max is not None) and self.type not in ("int", "float"):
             raise ValueError("'min'/'max' only apply to int and float flags")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"'min' ({self.min:g}) is greater than 'max' ({self.max:g})")
         return self
 
 
@@ -178,6 +184,11 @@ class ArtifactsConfig(_Strict):
     """Local directory of the reproduction package (`~` expanded)."""
     bench: tuple[str, ...] = ()
     """Remote globs of benchmark result files to collect."""
+    bench_symlinks_anywhere: bool = False
+    """Follow a matched symlink wherever it points; by default only to a file inside the
+    directory its glob names (a link in the bench dir to /etc/shadow is skipped, noted)."""
+    max_file_bytes: int = Field(default=4 << 30, ge=1, le=1 << 50)
+    """The largest bench file collected (default 4 GiB); a larger one is skipped, noted."""
     variant: str = "{budget}"
     """How a configuration names itself in artifact names, from the flag values."""
     journal_since: str = "4 hours ago"
@@ -213,23 +224,43 @@ class Profile(_Strict):
     def ssh_port(self) -> int:
         return self.ssh.port or 22
 
+    @property
+    def secret_names(self) -> frozenset[str]:
+        """Flag names, arguments and variables whose values are secrets (`secret = true`)."""
+        return frozenset(
+            name
+            for key, spec in self.flags.items()
+            if spec.secret
+            for name in (key, spec.arg, spec.env)
+            if name is not None
+        )
+
 
 class ProfileError(Exception):
     """A profile could not be loaded. The message names the file, field and value."""
+
+
+def _shown_value(value: object, limit: int = 80) -> str:
+    """A value for an error message: its repr, cut short (a 100k-character host, 5000 digits)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long for str() (Python's 4300-digit limit)
+        text = f"<{type(value).__name__} too long to show>"
+    return text if len(text) <= limit else f"{text[: limit - 1]}… ({len(text)} characters)"
 
 
 def format_validation(path: Path, exc: ValidationError) -> str:
     lines = []
     for err in exc.errors():
         field = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        value = err.get("input")
+        value = _shown_value(err.get("input"))
         if err["type"] == "extra_forbidden":
-            lines.append(f"{path}: unknown key '{field}' (value {value!r})")
+            lines.append(f"{path}: unknown key '{field}' (value {value})")
         elif err["type"] == "missing":
             lines.append(f"{path}: field '{field}' is required")
         else:
             msg = err["msg"].removeprefix("Value error, ")
-            lines.append(f"{path}: field '{field}' = {value!r}: {msg}")
+            lines.append(f"{path}: field '{field}' = {value}: {msg}")
     return "\n".join(lines)
 
 
@@ -245,7 +276,11 @@ def load_profile(path: Path) -> Profile:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ProfileError(f"{path}: cannot read: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except UnicodeDecodeError as exc:
+        raise ProfileError(
+            f"{path}: not UTF-8: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+        ) from None
+    except (tomllib.TOMLDecodeError, ValueError) as exc:  # ValueError: a 5000-digit number
         raise ProfileError(f"{path}: not valid TOML: {exc}") from None
     return parse_profile(data, path)
 

@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return command(args)
     except (ProfileError, UsageError) as exc:
-        err.print(f"specops: {exc}", markup=False)
+        err.print(f"specops: {exc}", markup=False, soft_wrap=True)  # paths stay whole
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130

@@ -7,6 +7,7 @@ Exit status (contract): 0 success; 1 the action failed; 2 bad usage or bad profi
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,8 +16,8 @@ from rich.console import Console
 
 from console.audit import AuditLog
 from console.profiles import Profile, load_fleet
-from console.settings import config_dir, load_settings
-from console.transport.ssh import ConnState, HostSession
+from console.settings import config_dir, load_settings, settings_path
+from console.transport.ssh import ConnState, HostSession, check_identity
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -38,12 +39,15 @@ def default_profiles_dir() -> Path:
 
 def load_profiles(args: argparse.Namespace) -> list[Profile]:
     directory = Path(args.profiles) if args.profiles else default_profiles_dir()
-    return load_fleet(directory)
+    profiles = load_fleet(directory)
+    for profile in profiles:
+        check_identity(profile)
+    return profiles
 
 
 def new_session(profile: Profile) -> HostSession:
     """A session whose every remote command goes to the audit log."""
-    return HostSession(profile, on_command=AuditLog().record)
+    return HostSession(profile, on_command=AuditLog(secrets=profile.secret_names).record)
 
 
 async def connect(profile: Profile) -> HostSession | None:
@@ -52,9 +56,28 @@ async def connect(profile: Profile) -> HostSession | None:
     state = await session.wait_settled(profile.ssh.connect_timeout_s + 5)
     if state.state is ConnState.CONNECTED:
         return session
-    detail = f" ({state.fingerprint})" if state.fingerprint else f": {state.detail}"
+    if state.detail.startswith("CHANGED"):
+        detail = f": host key {state.detail}; refused"
+    elif state.fingerprint:
+        detail = f" ({state.fingerprint})"
+    else:
+        detail = f": {state.detail}"
     err.print(f"{profile.name}: {state.state.value}{detail}", markup=False)
     await session.close()
+    return None
+
+
+def read_only_reason(args: argparse.Namespace) -> str | None:
+    """Which source makes this run read-only, or None: the flag, the environment, the file.
+
+    The one check every changing command makes, so no source can be forgotten by one of them.
+    """
+    if getattr(args, "read_only", False):
+        return "--read-only"
+    if load_settings().read_only:
+        if os.environ.get("SPECOPS_READ_ONLY") is not None:
+            return f"SPECOPS_READ_ONLY={os.environ['SPECOPS_READ_ONLY']}"
+        return f"read_only = true in {settings_path()}"
     return None
 
 

@@ -20,6 +20,7 @@ from console.cli.common import (
     load_profiles,
     out,
 )
+from console.cli.status import RELOAD_PENDING
 from console.profiles import FlagSpec, select
 from console.service.flags import format_value, read_flags
 from console.service.status import read_status
@@ -82,6 +83,7 @@ async def cmd_flags(args: argparse.Namespace) -> int:
         "invocation_id": status.invocation_id,
         "execstart": service.argv,
         "execstart_source": service.execstart_source,
+        "need_daemon_reload": status.need_daemon_reload,
         "flags": {
             name: _spec_record(spec, values.get(name), good_values.get(name))
             for name, spec in profile.flags.items()
@@ -102,6 +104,8 @@ async def cmd_flags(args: argparse.Namespace) -> int:
         f"{status.sub_state} · invocation {status.invocation_id[:12] or '-'}"
     )
     out.print(f"ExecStart from {escape(service.execstart_source or '?')}", style="dim")
+    if status.need_daemon_reload:
+        out.print(escape(RELOAD_PENDING), style="yellow", soft_wrap=True)
     table = Table("flag", "value", "last good", "maps to", "type")
     table.add_column("help", ratio=1, min_width=12)
     for column in table.columns[:5]:

@@ -30,6 +30,7 @@ from console.cli.common import (
     iso,
     load_profiles,
     out,
+    read_only_reason,
 )
 from console.events import RolloutEvent, RolloutFinished, RolloutOutcome, RolloutProgress
 from console.profiles import select
@@ -145,8 +146,13 @@ def _report(result: RolloutFinished, plan: Plan) -> None:
 
 async def cmd_set(args: argparse.Namespace) -> int:
     (profile,) = select(load_profiles(args), [args.host])
-    if args.read_only and not args.dry_run:
-        err.print(f"specops: refusing to change {profile.name}: --read-only (try --dry-run)")
+    read_only = read_only_reason(args)
+    if read_only is not None and not args.dry_run:
+        err.print(
+            f"specops: refusing to change {profile.name}: {read_only} (try --dry-run)",
+            markup=False,
+            soft_wrap=True,
+        )
         return EXIT_USAGE
     try:
         changes = parse_assignments(profile, args.assignments)

@@ -28,6 +28,7 @@ from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_UNREACHABLE,
+    EXIT_USAGE,
     err,
     load_profiles,
     new_session,
@@ -38,7 +39,7 @@ from console.evidence.manifest import MANIFEST_NAME
 from console.evidence.package import SnapshotError, plan
 from console.evidence.snapshot import HostOutcome, HostSnapshot, SnapshotReport, run_snapshot
 from console.evidence.transfer import Outcome, human_size
-from console.profiles import select
+from console.profiles import ProfileError, select
 
 
 def _say(text: str) -> None:
@@ -158,7 +159,7 @@ async def cmd_snapshot(args: argparse.Namespace) -> int:
         jobs = plan(profiles, args.package)
     except SnapshotError as exc:
         err.print(f"specops: {exc}", markup=False, soft_wrap=True)
-        return EXIT_FAILED
+        return EXIT_USAGE if isinstance(exc, ProfileError) else EXIT_FAILED
     sessions = [new_session(job.profile) for job in jobs]  # every command is audited
     for session in sessions:
         session.start()

@@ -41,6 +41,10 @@ async def _status_one(profile: Profile) -> tuple[HostState, ServiceStatus | None
         await session.close()
 
 
+RELOAD_PENDING = "NeedDaemonReload=yes: the flags are the files', not the running command's"
+"""After an interrupted change the unit files on disk differ from what systemd runs."""
+
+
 def _status_record(
     profile: Profile, state: HostState, status: ServiceStatus | None, error: str | None
 ) -> dict[str, Any]:
@@ -77,6 +81,7 @@ async def cmd_status(args: argparse.Namespace) -> int:
             print(json.dumps(record), flush=True)
     else:
         table = Table("host", "connection", "unit state", "invocation", "flags")
+        table.columns[2].min_width = len("NeedDaemonReload=yes")
         for r in records:
             conn = r["connection"]
             if r.get("fingerprint"):
@@ -84,6 +89,8 @@ async def cmd_status(args: argparse.Namespace) -> int:
             elif r.get("detail"):
                 conn += f"\n{r['detail']}"
             state = f"{r['active_state']}/{r['sub_state']}" if "active_state" in r else "-"
+            if r.get("need_daemon_reload"):
+                state += "\nNeedDaemonReload=yes"  # the flags shown are the files' (see flags)
             flags = " ".join(f"{k}={v}" for k, v in r.get("flags", {}).items())
             table.add_row(r["host"], conn, state, r.get("invocation_id", "-")[:12], flags or "-")
         out.print(table)

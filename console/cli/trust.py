@@ -19,7 +19,13 @@ from console.cli.common import (
     out,
 )
 from console.profiles import select
-from console.transport.ssh import fetch_host_key, host_key_line, known_hosts_path
+from console.transport.ssh import (
+    fetch_host_key,
+    host_key_identity,
+    host_key_line,
+    known_hosts_path,
+    pinned_keys,
+)
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -44,20 +50,20 @@ async def cmd_trust(args: argparse.Namespace) -> int:
         return EXIT_UNREACHABLE
     fingerprint = key.get_fingerprint("sha256")
     path = known_hosts_path(profile)
-    port = profile.ssh_port
-    if path.exists():
-        trusted = asyncssh.read_known_hosts(str(path)).match(profile.ssh.host, "", port)[0]
-        pinned = {k.public_data for k in trusted}
-        if key.public_data in pinned:
-            out.print(f"{profile.name}: {fingerprint} is already trusted in {path}")
-            return EXIT_OK
-        if pinned:
-            err.print(
-                f"{profile.name}: the host key CHANGED: now {fingerprint}, but {path} pins "
-                "another key. If the host was reinstalled, remove its old entry by hand first."
-            )
-            return EXIT_FAILED
-    out.print(f"{profile.name} ({profile.ssh.host}:{port}) offers {key.get_algorithm()} key")
+    # What the connection will look up (an ssh_config alias resolved, its Port), not the alias.
+    name, port = host_key_identity(profile)
+    pinned = {k.public_data: k for k in pinned_keys(profile)}
+    if key.public_data in pinned:
+        out.print(f"{profile.name}: {fingerprint} is already trusted in {path}")
+        return EXIT_OK
+    if pinned:
+        shown = ", ".join(k.get_fingerprint("sha256") for k in pinned.values())
+        err.print(
+            f"{profile.name}: the host key CHANGED: the host offers {fingerprint}, but {path} "
+            f"pins {shown}. If the host was reinstalled, remove its old entry by hand first."
+        )
+        return EXIT_FAILED
+    out.print(f"{profile.name} ({name}:{port}) offers {key.get_algorithm()} key")
     out.print(f"  {fingerprint}")
     if not args.yes:
         if not sys.stdin.isatty():
@@ -70,6 +76,6 @@ async def cmd_trust(args: argparse.Namespace) -> int:
             return EXIT_FAILED
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     with path.open("a", encoding="utf-8") as fh:
-        fh.write(host_key_line(profile.ssh.host, port, key))
+        fh.write(host_key_line(name, port, key))
     out.print(f"{profile.name}: trusted {fingerprint} ({path})")
     return EXIT_OK

@@ -18,7 +18,8 @@ def run_tui(profiles: list[Profile], *, read_only: bool) -> int:
     from console.fleet import Fleet
 
     settings = load_settings()
-    fleet = Fleet(profiles, on_command=AuditLog().record)
+    secrets = frozenset().union(*(p.secret_names for p in profiles))
+    fleet = Fleet(profiles, on_command=AuditLog(secrets=secrets).record)
     app = SpecopsApp(fleet, read_only=read_only, settings=settings)
     app.run()
     return app.return_code or 0

@@ -16,7 +16,11 @@ from console.cli.common import (
     err,
     out,
 )
-from console.evidence.manifest import MANIFEST_NAME, verify
+from console.evidence.manifest import MANIFEST_NAME, package_files, verify
+from console.redaction import unredacted
+
+SCAN_BYTES = 64 << 20
+"""Files larger than this are not scanned for secrets (bench artifacts, not text we wrote)."""
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -33,6 +37,21 @@ def run(args: argparse.Namespace) -> int:
 
 def _say(text: str) -> None:
     out.print(text, soft_wrap=True)  # paths are copied from here: never break them
+
+
+def secrets_left(root: Path) -> list[tuple[str, int]]:
+    """(file, line) of every secret-looking value still in the package's text files."""
+    found: list[tuple[str, int]] = []
+    for rel in package_files(root):
+        path = root / rel
+        try:
+            if path.stat().st_size > SCAN_BYTES:
+                continue
+            text = path.read_bytes().decode("utf-8", "replace")
+        except OSError:
+            continue  # reported as missing or unreadable by the hash check
+        found.extend((rel, line) for line in unredacted(text))
+    return found
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -58,6 +77,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         *(("unlisted", p) for p in report.unlisted),
         *(("malformed", f"line {m.lineno}: {m.reason}: {m.text}") for m in report.malformed),
     ]
+    secrets = secrets_left(root)
     if args.json:
         record = {
             "package": str(root),
@@ -69,11 +89,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 {"line": m.lineno, "text": m.text, "reason": m.reason} for m in report.malformed
             ],
             "clean": report.clean,
+            "unredacted_secrets": [{"path": p, "line": n} for p, n in secrets],
         }
         print(json.dumps(record), flush=True)
     else:
         for kind, what in problems:
             _say(f"{kind.upper():<11} {escape(what)}")
+        for rel, line in secrets:  # a warning: the hashes may still be right
+            _say(f"{'WARNING':<11} {escape(rel)}:{line}: a secret-looking value is not redacted")
         summary = f"{len(report.ok)} files OK"
         if problems:
             summary = f"{len(problems)} problem(s); {summary}"

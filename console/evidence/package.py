@@ -36,7 +36,7 @@ from typing import Any
 
 from console.evidence.manifest import PART_SUFFIX
 from console.evidence.transfer import Outcome, write_bytes
-from console.profiles import Profile
+from console.profiles import FlagSpec, FlagValue, Profile, ProfileError
 from console.service.execline import FlagError, render_execstart
 from console.service.flags import format_variant
 from console.service.unit import ServiceExec
@@ -51,6 +51,10 @@ EXECSTART_NAME = "current_execstart.txt"
 
 class SnapshotError(Exception):
     """The snapshot was refused before any host was contacted; the message says why."""
+
+
+class ProfileProblem(SnapshotError, ProfileError):
+    """A profile a snapshot cannot use (a bad variant template or bench glob): exit 2."""
 
 
 @dataclass(frozen=True)
@@ -109,11 +113,25 @@ def _check_writable(package: Path, hosts: Sequence[str]) -> None:
             ) from None
 
 
+def _sample(spec: FlagSpec) -> FlagValue:
+    """A value a flag of this type could have, to try a variant's format specs on."""
+    if spec.type == "switch":
+        return True
+    if spec.type == "choice":
+        return spec.choices[0] if spec.choices else ""
+    if spec.type == "str":
+        return "x"
+    bound = spec.min if spec.min is not None else 1
+    return int(bound) if spec.type == "int" else float(bound)
+
+
 def _check_profile(profile: Profile) -> list[str]:
     problems: list[str] = []
     template = profile.artifacts.variant
     try:
         format_variant(template, dict.fromkeys(profile.flags))
+        # a format spec is only applied to a value: try one of each flag's type too
+        format_variant(template, {name: _sample(spec) for name, spec in profile.flags.items()})
     except FlagError as exc:
         problems.append(f"profile {profile.name}: field 'artifacts.variant' = {template!r}: {exc}")
     for pattern in profile.artifacts.bench:
@@ -129,7 +147,7 @@ def plan(profiles: Sequence[Profile], package: str | os.PathLike[str] | None = N
     """The jobs of a snapshot, after checking every profile and package directory locally."""
     problems = [p for profile in profiles for p in _check_profile(profile)]
     if problems:
-        raise SnapshotError("\n".join(problems))
+        raise ProfileProblem("\n".join(problems))
     jobs = [Job(p, package_dir(package or p.artifacts.package)) for p in profiles]
     for directory in dict.fromkeys(j.package for j in jobs):
         _check_writable(directory, [j.profile.name for j in jobs if j.package == directory])

@@ -17,8 +17,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import posixpath
-import stat
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -28,9 +26,11 @@ from typing import Any
 import asyncssh
 
 from console.events import JournalEntry, SnapshotProgress, SnapshotStage
+from console.evidence.bench import Bench, bench_files
 from console.evidence.digests import HostDigests
 from console.evidence.excerpt import Excerpt, build_excerpt
 from console.evidence.manifest import MANIFEST_NAME, package_files, write_manifest
+from console.evidence.names import shown
 from console.evidence.package import (
     EXCERPT_NAME,
     EXECSTART_NAME,
@@ -55,12 +55,13 @@ from console.evidence.transfer import (
     write_bytes,
 )
 from console.profiles import FlagValue
+from console.redaction import REDACTED, is_secret_name, redact_text
 from console.service.execline import FlagError
 from console.service.flags import format_variant, read_flags
 from console.service.status import read_status
 from console.service.unit import effective_service
 from console.transport import remote
-from console.transport.ssh import CommandFailed, ConnState, Disconnected, HostSession, RemoteError
+from console.transport.ssh import CommandFailed, ConnState, HostSession, RemoteError
 from console.watch.journal import decode_lines
 from console.watch.metrics import HostMetrics
 from console.watch.sglang import parse_line
@@ -181,34 +182,6 @@ def _stats(entries: Sequence[JournalEntry], invocation: str) -> dict[str, Any]:
     return found
 
 
-@dataclass(frozen=True)
-class _Bench:
-    source: str
-    size: int
-    mtime: float | None
-
-
-async def _bench_files(
-    session: HostSession, sftp: asyncssh.SFTPClient, patterns: Sequence[str], result: HostSnapshot
-) -> list[_Bench]:
-    """The regular files the globs match on the host (symlinks to files count), sorted."""
-    found: dict[str, _Bench] = {}
-    for pattern in patterns:
-        try:
-            for raw in await sftp.glob(pattern):
-                path = raw.decode("utf-8", "surrogateescape") if isinstance(raw, bytes) else raw
-                attrs = await sftp.stat(path)
-                if attrs.permissions is not None and stat.S_ISREG(attrs.permissions):
-                    found[path] = _Bench(path, attrs.size or 0, attrs.mtime)
-        except asyncssh.SFTPNoSuchFile:
-            result.notes.append(f"{pattern}: no file matches")
-        except asyncssh.SFTPError as exc:
-            result.errors.append(f"{pattern}: {exc.reason}")
-        except (OSError, asyncssh.Error) as exc:
-            raise Disconnected(session.name, f"listing {pattern}: {exc}") from exc
-    return [found[p] for p in sorted(found)]
-
-
 class _HostRun:
     """Collects one host's snapshot; each step adds to `result`."""
 
@@ -252,7 +225,9 @@ class _HostRun:
             read_flags(profile.flags, service.argv, service.environment)
         )
         variant = format_variant(art.variant, flags)
-        unit_text = cat if cat.endswith("\n") else cat + "\n"
+        secret = profile.secret_names
+        # The package is shared: every file in it goes through the one redaction.
+        unit_text = redact_text(cat if cat.endswith("\n") else cat + "\n", secret)
 
         tracker.emit(SnapshotStage.JOURNAL)
         window_cmd = remote.journal_read(unit, since=art.journal_since)
@@ -283,18 +258,20 @@ class _HostRun:
 
         tracker.emit(SnapshotStage.TRANSFER)
         async with session.sftp() as sftp:
-            bench = await _bench_files(session, sftp, art.bench, self.result)
+            bench = await bench_files(session, sftp, art, self.result)
             tracker.files_total = len(bench) + 3
             tracker.bytes_total = sum(b.size for b in bench)
             logs = pkg / f"{host}_logs"
             unit_ref = refetch_command(profile, cat_cmd)
             self._add(
-                await self._write(logs, EXCERPT_NAME, excerpt.text),
+                await self._write(logs, EXCERPT_NAME, redact_text(excerpt.text, secret)),
                 window_cmd.shell(profile.ssh.sudo),
                 refetch_command(profile, window_cmd),
             )
             self._add(
-                await self._write(logs, EXECSTART_NAME, execstart_text(host, unit, service)),
+                await self._write(
+                    logs, EXECSTART_NAME, redact_text(execstart_text(host, unit, service), secret)
+                ),
                 cat_cmd.shell(profile.ssh.sudo),
                 unit_ref,
             )
@@ -327,8 +304,11 @@ class _HostRun:
             "sub_state": status.sub_state,
             "n_restarts": status.n_restarts,
             "invocation": invocation,
-            "variant": variant,
-            "flags": flags,
+            "variant": redact_text(variant, secret),
+            "flags": {
+                k: REDACTED if v is not None and is_secret_name(k, secret) else v
+                for k, v in flags.items()
+            },
             "statistics": stats,
             "journal": journal,
             "artifacts": [
@@ -346,7 +326,7 @@ class _HostRun:
         self.result.metadata = await asyncio.to_thread(write_metadata, pkg, host, body)
         tracker.emit(current=self.result.metadata.path)
 
-    async def _fetch_bench(self, sftp: asyncssh.SFTPClient, bench: Sequence[_Bench]) -> None:
+    async def _fetch_bench(self, sftp: asyncssh.SFTPClient, bench: Sequence[Bench]) -> None:
         if not bench:
             return
         directory = self.job.package / "bench" / f"results_{self.profile.name}"
@@ -354,7 +334,7 @@ class _HostRun:
         async with HostDigests(self.session, [(b.source, b.size) for b in bench]) as digests:
             await run_bounded(
                 FileJob(
-                    posixpath.basename(item.source),
+                    item.name,
                     item.size,
                     functools.partial(self._fetch_one, sftp, digests, directory, item),
                 )
@@ -362,9 +342,9 @@ class _HostRun:
             )
 
     async def _fetch_one(
-        self, sftp: asyncssh.SFTPClient, digests: HostDigests, directory: Path, item: _Bench
+        self, sftp: asyncssh.SFTPClient, digests: HostDigests, directory: Path, item: Bench
     ) -> None:
-        name = posixpath.basename(item.source)
+        name = item.name
         self.tracker.emit(current=self._rel(directory / name))
         try:
             placement = await fetch(
@@ -376,11 +356,15 @@ class _HostRun:
                 digest=digests,
                 size=item.size,
                 mtime=item.mtime,
+                mode=item.mode,
                 progress=self.tracker.transferred,
                 package=self.job.package,
             )
         except TransferError as exc:
             self.result.errors.append(str(exc).removeprefix(f"{self.profile.name}: "))
+            return
+        except OSError as exc:  # this file's place in the package: the others go on
+            self.result.errors.append(f"{shown(item.source)} → {self._rel(directory)}: {exc}")
             return
         if placement.outcome is Outcome.UNCHANGED:
             self.tracker.bytes_done += item.size
@@ -434,8 +418,13 @@ async def run_snapshot(
 ) -> SnapshotReport:
     """Snapshot every host at once, then regenerate each package's manifest."""
     hosts = list(await asyncio.gather(*(snapshot_host(j, s, on_progress) for j, s in jobs)))
-    packages = [
-        await asyncio.to_thread(_finish_package, p)
-        for p in dict.fromkeys(j.package for j, _ in jobs)
-    ]
+    packages = []
+    for path in dict.fromkeys(j.package for j, _ in jobs):
+        reached = [
+            h for h in hosts if h.package == path and h.outcome is not HostOutcome.UNREACHABLE
+        ]
+        if not reached:  # nothing was added: no manifest claims an (empty) package
+            packages.append(PackageResult(path, False, 0))
+            continue
+        packages.append(await asyncio.to_thread(_finish_package, path))
     return SnapshotReport(hosts, packages)

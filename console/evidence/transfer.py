@@ -36,6 +36,7 @@ import asyncssh
 
 from console.evidence.digests import HostDigests, remote_hashes
 from console.evidence.manifest import PART_SUFFIX, hash_file
+from console.evidence.names import shown as shown_name
 from console.files import publish_new, write_file
 from console.transport.ssh import Disconnected, HostSession, RemoteError
 
@@ -200,6 +201,12 @@ def _append(out: BinaryIO, digest: hashlib._Hash, blocks: list[bytes]) -> int:
     return sum(len(b) for b in blocks)
 
 
+def _create_private(part: Path) -> BinaryIO:
+    """The `.part`, readable by its owner only until `_finish` gives it the source's mode."""
+    part.unlink(missing_ok=True)  # a stale one may carry wider bits; O_CREAT would keep them
+    return os.fdopen(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb")
+
+
 def _close(out: BinaryIO, durable: bool) -> None:
     try:
         if durable:
@@ -218,7 +225,7 @@ async def _download(sftp: asyncssh.SFTPClient, source: str, part: Path, progress
     for the disk only when it falls a whole batch behind.
     """
     digest = hashlib.sha256()
-    out: BinaryIO = await asyncio.to_thread(part.open, "wb")
+    out: BinaryIO = await asyncio.to_thread(_create_private, part)
     writing: asyncio.Future[int] | None = None
     durable = False
 
@@ -275,21 +282,27 @@ def _unresolved(directory: Path, name: str) -> bool:
     return True
 
 
-def _finish(part: Path, target: Path, mtime: float | None) -> None:
+DEFAULT_MODE = 0o644
+"""A fetched file's mode when the host did not say (as the umask gave it before)."""
+
+
+def _finish(part: Path, target: Path, mtime: float | None, mode: int | None) -> None:
+    # The source's own bits: a 0600 file stays 0600 (never widened to share it).
+    os.chmod(part, DEFAULT_MODE if mode is None else mode & 0o777)
     if mtime is not None:
         os.utime(part, (mtime, mtime))
     publish_new(part, target)
 
 
 def _place(
-    part: Path, directory: Path, name: str, digest: str, mtime: float | None
+    part: Path, directory: Path, name: str, digest: str, mtime: float | None, mode: int | None
 ) -> tuple[Path, Outcome]:
     """Publish a verified `.part` fetched before its digest was known, now that it is."""
     target, outcome = resolve_target(directory, name, digest)
     if outcome is Outcome.UNCHANGED:  # the same content appeared meanwhile
         part.unlink()
     else:
-        _finish(part, target, mtime)
+        _finish(part, target, mtime, mode)
     return target, outcome
 
 
@@ -305,6 +318,7 @@ async def fetch(
     mtime: float | None,
     progress: Progress,
     package: Path,
+    mode: int | None = None,
 ) -> Placement:
     """Fetch one remote file the host says hashes to `digest` into `directory/name`.
 
@@ -321,7 +335,9 @@ async def fetch(
         assert isinstance(digest, HostDigests)
         found = await digest.get(source)
         if found is None:
-            raise TransferError(host, f"{source}: the host could not read it to hash it")
+            raise TransferError(
+                host, f"{shown_name(source)}: the host could not read it to hash it"
+            )
         return found
 
     expected = digest if isinstance(digest, str) else None
@@ -349,15 +365,15 @@ async def fetch(
                 expected = await host_digest()
                 if got == expected:
                     target, outcome = await asyncio.to_thread(
-                        _place, part, directory, name, expected, mtime
+                        _place, part, directory, name, expected, mtime, mode
                     )
                     return Placement(target, expected, received, outcome)
             elif got == expected:
-                await asyncio.to_thread(_finish, part, target, mtime)
+                await asyncio.to_thread(_finish, part, target, mtime, mode)
                 return Placement(target, expected, received, outcome)
         except (OSError, asyncssh.Error) as exc:
             part.unlink(missing_ok=True)
-            where = f"{source} → {shown}"
+            where = f"{shown_name(source)} → {shown}"
             if _lost(exc):
                 lost = f"connection lost after {human_size(received)} of {human_size(size)}"
                 raise Disconnected(host, f"{where}: {lost}") from exc
@@ -371,7 +387,7 @@ async def fetch(
         if attempt == 2 or fresh is None:
             raise TransferError(
                 host,
-                f"{source} → {shown}: received sha256 {got[:12]}…, the host says "
+                f"{shown_name(source)} → {shown}: received sha256 {got[:12]}…, the host says "
                 f"{(fresh or expected)[:12]}… (the file keeps changing, or was corrupted)",
             )
         expected = fresh

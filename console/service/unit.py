@@ -8,6 +8,7 @@ command into the one we mean, refusing rewrites it cannot make exactly. Pure fun
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -302,13 +303,20 @@ def render_dropin(
 def dropin_environment(
     specs: Mapping[str, FlagSpec], environment: Mapping[str, str], current: ServiceExec
 ) -> tuple[dict[str, str], tuple[str, ...]]:
-    """The (Environment=, UnsetEnvironment=) entries our drop-in needs: flag variables only.
+    """The (Environment=, UnsetEnvironment=) entries our drop-in needs: the flag variables,
+    and whatever else our previous drop-in set (kept as it was).
 
     A flag variable that is absent is unset only when the unit set (or our old drop-in unset)
     it, so a value that comes from an EnvironmentFile= we cannot see is left alone.
     """
     names = sorted({spec.env for spec in specs.values() if spec.env is not None})
     to_set = {name: environment[name] for name in names if name in environment}
+    # Our own drop-in's other variables (an older profile's flag, a hand edit): rewriting the
+    # file must not drop them silently, so they are carried over as they are.
+    for name, value in current.environment.items():
+        source = current.environment_sources.get(name, "")
+        if name not in names and posixpath.basename(source) == DROPIN_NAME:
+            to_set[name] = value
     known = set(current.environment) | {u.partition("=")[0] for u in current.unset_environment}
     to_unset = tuple(name for name in names if name not in environment and name in known)
     for name, value in to_set.items():

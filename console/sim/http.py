@@ -11,9 +11,16 @@ import json
 from collections.abc import Callable
 from typing import Any, Protocol
 
-Route = Callable[[str, str, bytes], tuple[int, dict[str, object]]]
+Route = Callable[[str, str, bytes, dict[str, str]], tuple[int, dict[str, object]]]
+"""(method, path, body, headers with lower-case names) → (status, JSON body)."""
 
-REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 503: "Service Unavailable"}
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    503: "Service Unavailable",
+}
 
 
 class _Reader(Protocol):
@@ -29,16 +36,16 @@ async def serve_http(reader: _Reader, writer: Any, route: Route) -> None:
         if len(parts) < 2:
             return
         method, path = parts[0], parts[1]
-        length = 0
+        headers: dict[str, str] = {}
         while True:
             header = (await reader.readline()).decode("latin-1").strip()
             if not header:
                 break
             name, _, value = header.partition(":")
-            if name.strip().lower() == "content-length":
-                length = int(value.strip() or 0)
+            headers[name.strip().lower()] = value.strip()
+        length = int(headers.get("content-length") or 0)
         body = await reader.readexactly(length) if length else b""
-        status, payload = route(method, path, body)
+        status, payload = route(method, path, body, headers)
         data = json.dumps(payload).encode()
         head = (
             f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\n"

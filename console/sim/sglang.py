@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--decode-log-interval", type=int, default=40)
     add("--log-level", default="info")
     add("--watchdog-timeout", type=float, default=300)
+    add("--api-key", default=None, help="Set API key of the server.")
     return p
 
 
@@ -297,8 +298,16 @@ class SimSGLang:
 
     # --- HTTP ----------------------------------------------------------------------------
 
-    def handle_http(self, method: str, path: str, body: bytes) -> tuple[int, dict[str, object]]:
+    def handle_http(
+        self, method: str, path: str, body: bytes, headers: Mapping[str, str] | None = None
+    ) -> tuple[int, dict[str, object]]:
         path = path.split("?", 1)[0]
+        key = self.config.args.api_key if self.config is not None else None
+        # SGLang's add_api_key_middleware (srt/utils.py): /health* and /metrics* are open,
+        # every other path needs exactly `Authorization: Bearer <key>`, else 401.
+        authorized = (headers or {}).get("authorization") == f"Bearer {key}"
+        if key and not path.startswith(("/health", "/metrics")) and not authorized:
+            return 401, {"error": "Unauthorized"}
         if path in ("/health", "/health_generate"):
             return (200, {}) if self.ready else (503, {"error": "starting"})
         if not self.ready:

@@ -105,10 +105,11 @@ class SimUnit:
         text = "\n".join(files.values())
         restart = re.findall(r"^\s*Restart=(\S+)", text, re.M)
         restart_sec = re.findall(r"^\s*RestartSec=([\d.]+)", text, re.M)
+        env = dict(service.environment)
         self.loaded = Loaded(
             files,
-            list(service.argv),
-            dict(service.environment),
+            [_expand(word, env) for word in service.argv],
+            env,
             bool(restart) and restart[-1] in ("on-failure", "always"),
             float(restart_sec[-1]) if restart_sec else 0.1,
         )
@@ -242,3 +243,14 @@ class SimUnit:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+
+
+def _expand(word: str, env: dict[str, str]) -> str:
+    """systemd's `${VAR}` (anywhere in a word) and `$VAR` (a whole word) in ExecStart=.
+
+    (systemd splits an unbraced `$VAR` at whitespace; the simulated units never need that.)
+    """
+    whole = re.fullmatch(r"\$(\w+)", word)
+    if whole is not None:
+        return env.get(whole.group(1), "")
+    return re.sub(r"\$\{(\w+)\}", lambda m: env.get(m.group(1), ""), word)

@@ -21,6 +21,7 @@ from console.transport.ssh import Disconnected, HostSession
 
 MAX_RESPONSE = 4 * 1024 * 1024
 _PATH_RE = re.compile(r"^/[!-~]*$")  # printable ASCII, no spaces: nothing to smuggle a header in
+_TOKEN_RE = re.compile(r"^[!-~]+$")
 
 
 class HttpError(Exception):
@@ -46,13 +47,24 @@ class HttpResponse:
 
 
 def build_request(
-    method: str, path: str, port: int, body: Any | None = None, host: str = "127.0.0.1"
+    method: str,
+    path: str,
+    port: int,
+    body: Any | None = None,
+    host: str = "127.0.0.1",
+    api_key: str | None = None,
 ) -> bytes:
+    """One HTTP/1.0 request; with `api_key`, `Authorization: Bearer` as SGLang's `--api-key`
+    middleware demands (it answers 401 to every path but /health and /metrics without it)."""
     if method not in ("GET", "POST"):
         raise ValueError(f"unsupported HTTP method {method!r}")
     if not _PATH_RE.match(path):
         raise ValueError(f"HTTP path {path!r} must start with '/' and be printable ASCII")
     lines = [f"{method} {path} HTTP/1.0", f"Host: {host}:{port}", "Connection: close"]
+    if api_key is not None:
+        if not _TOKEN_RE.match(api_key):
+            raise ValueError("the server's API key must be printable ASCII without spaces")
+        lines.append(f"Authorization: Bearer {api_key}")
     payload = b""
     if body is not None:
         payload = json.dumps(body).encode("utf-8")
@@ -87,9 +99,10 @@ async def request(
     *,
     body: Any | None = None,
     timeout: float = 10.0,
+    api_key: str | None = None,
 ) -> HttpResponse:
     """One request to 127.0.0.1:`port` on the host. Raises PortClosed, HttpError, Disconnected."""
-    data = build_request(method, path, port, body)
+    data = build_request(method, path, port, body, api_key=api_key)
     try:
         async with asyncio.timeout(timeout):
             reader, writer = await session.open_tcp(port)

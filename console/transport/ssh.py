@@ -22,7 +22,7 @@ from typing import Any
 
 import asyncssh
 
-from console.profiles import Profile
+from console.profiles import Profile, ProfileError
 from console.transport.remote import Command
 
 log = logging.getLogger(__name__)
@@ -88,9 +88,12 @@ class Disconnected(RemoteError):
 
 
 class HostKeyRefused(Disconnected):
-    def __init__(self, host: str, fingerprint: str | None) -> None:
+    def __init__(self, host: str, fingerprint: str | None, detail: str = "") -> None:
         shown = fingerprint or "unknown fingerprint"
-        super().__init__(host, f"host key refused ({shown}); run `specops trust {host}`")
+        if detail.startswith("CHANGED"):
+            super().__init__(host, f"host key {detail}; refused")
+        else:
+            super().__init__(host, f"host key refused ({shown}); run `specops trust {host}`")
         self.fingerprint = fingerprint
 
 
@@ -143,10 +146,10 @@ def connect_options(profile: Profile) -> dict[str, Any]:
         opts["username"] = ssh.user
     if ssh.identity_file is not None:
         opts["client_keys"] = [str(ssh.identity_file.expanduser())]
-    if ssh.known_hosts is not None:
-        path = ssh.known_hosts.expanduser()
-        # A missing pinned file means nothing is trusted, never "trust everything".
-        opts["known_hosts"] = str(path) if path.exists() else asyncssh.import_known_hosts("")
+    # Always explicit: left unset, asyncssh takes ssh_config's `UserKnownHostsFile`, and
+    # `none` there switches verification off. A missing file trusts nothing.
+    path = known_hosts_path(profile)
+    opts["known_hosts"] = str(path) if path.is_file() else asyncssh.import_known_hosts("")
     if ssh.config_file is not None:
         opts["config"] = [str(ssh.config_file.expanduser())]
     return opts
@@ -182,6 +185,55 @@ async def _open_jump(profile: Profile) -> asyncssh.SSHClientConnection:
     if user is not None:
         opts["username"] = user
     return await asyncssh.connect(host, **opts)
+
+
+def host_key_identity(profile: Profile) -> tuple[str, int]:
+    """The name and port the connection looks up in known_hosts.
+
+    That is ssh_config's `HostKeyAlias`, else its `HostName` (an alias resolved), and its
+    `Port` unless the profile sets one: what `trust` must write and check.
+    """
+    opts = connect_options(profile)
+    kwargs = {k: opts[k] for k in ("port", "config") if k in opts}
+    resolved = asyncssh.SSHClientConnectionOptions(
+        host=profile.ssh.host, known_hosts=None, client_keys=None, **kwargs
+    )
+    return resolved.host_key_alias or resolved.host, resolved.port
+
+
+def pinned_keys(profile: Profile) -> list[asyncssh.SSHKey]:
+    """The keys known_hosts pins for the host, matched as the connection matches them."""
+    path = known_hosts_path(profile)
+    if not path.is_file():
+        return []
+    name, port = host_key_identity(profile)
+    known = asyncssh.read_known_hosts(str(path))
+    return list(known.match(name, "", port if port != 22 else None)[0])
+
+
+def refusal_detail(
+    pinned: list[asyncssh.SSHKey], offered: asyncssh.SSHKey | None, exc: Exception
+) -> str | None:
+    """Why the host's key was refused (None: the failure was not about its key).
+
+    Unknown; CHANGED, with both fingerprints; or a pin of other key types only: an RSA-only
+    pin makes asyncssh offer only RSA, and sshd drops the connection before any key is seen.
+    """
+    seen = offered.get_fingerprint("sha256") if offered is not None else "an unreadable key"
+    algorithms = {k.get_algorithm() for k in pinned}
+    if not isinstance(exc, asyncssh.HostKeyNotVerifiable) and (
+        offered is None or not pinned or offered.get_algorithm() in algorithms
+    ):
+        return None
+    if not pinned:
+        return "not in known_hosts"
+    shown = ", ".join(sorted(f"{k.get_algorithm()} {k.get_fingerprint('sha256')}" for k in pinned))
+    if offered is not None and not isinstance(exc, asyncssh.HostKeyNotVerifiable):
+        return (
+            f"CHANGED: known_hosts pins only {', '.join(sorted(algorithms))} keys ({shown}) "
+            f"and the host offers none of that type; it offers {offered.get_algorithm()} {seen}"
+        )
+    return f"CHANGED: the host offers {seen}, known_hosts pins {shown}"
 
 
 def host_key_line(host: str, port: int, key: asyncssh.SSHKey) -> str:
@@ -281,10 +333,24 @@ class HostSession:
             self._set(ConnState.RECONNECTING if ever_connected else ConnState.CONNECTING)
             try:
                 conn = await self._connect()
-            except asyncssh.HostKeyNotVerifiable:
+            except (
+                asyncssh.HostKeyNotVerifiable,
+                asyncssh.KeyExchangeFailed,
+                asyncssh.ConnectionLost,
+                ConnectionResetError,  # sshd finding no common host key type: lost or reset
+            ) as exc:
                 await self._drop()
-                fingerprint = await self._offered_fingerprint()
-                self._set(ConnState.HOST_KEY_REFUSED, "not in known_hosts", fingerprint)
+                pinned = await asyncio.to_thread(pinned_keys, self.profile)
+                offered = await self._offered_key()
+                detail = refusal_detail(pinned, offered, exc)
+                fingerprint = offered.get_fingerprint("sha256") if offered else None
+                if detail is None:  # the host answered, then failed for another reason
+                    delay = self._backoff.delay(attempt)
+                    attempt += 1
+                    self._set(ConnState.UNREACHABLE, f"{_describe(exc)}; retry in {delay:.0f}s")
+                    await self._sleep(delay)
+                    continue
+                self._set(ConnState.HOST_KEY_REFUSED, detail, fingerprint)
                 await self._sleep(None)  # a hard stop: only `reconnect_now` retries
                 continue
             except Exception as exc:  # any failure to connect: report it and retry later
@@ -312,12 +378,11 @@ class HostSession:
             async with asyncio.timeout(delay):
                 await self._wake.wait()
 
-    async def _offered_fingerprint(self) -> str | None:
+    async def _offered_key(self) -> asyncssh.SSHKey | None:
         try:
-            key = await fetch_host_key(self.profile)
+            return await fetch_host_key(self.profile)
         except (OSError, asyncssh.Error, TimeoutError):
             return None
-        return key.get_fingerprint("sha256") if key is not None else None
 
     async def _drop(self) -> None:
         self._connected.clear()
@@ -330,7 +395,7 @@ class HostSession:
 
     def _require(self) -> asyncssh.SSHClientConnection:
         if self._state.state is ConnState.HOST_KEY_REFUSED:
-            raise HostKeyRefused(self.name, self._state.fingerprint)
+            raise HostKeyRefused(self.name, self._state.fingerprint, self._state.detail)
         if self._conn is None or not self._connected.is_set():
             raise Disconnected(self.name, f"not connected ({self._state.state.value})")
         return self._conn
@@ -473,8 +538,43 @@ def _describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+def check_identity(profile: Profile) -> None:
+    """Refuse, before any host is contacted, an identity file the connection could not use.
+
+    asyncssh reads it only when connecting, and a passphrase-protected or malformed key then
+    failed every attempt as "unreachable" (with a traceback in the log).
+    """
+    if profile.ssh.identity_file is None:
+        return
+    path = profile.ssh.identity_file.expanduser()
+    where = f"profile {profile.name}: field 'ssh.identity_file' = '{path}'"
+    try:
+        asyncssh.read_private_key(str(path))
+    except OSError as exc:
+        raise ProfileError(f"{where}: cannot read it: {exc.strerror}") from None
+    except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError, ValueError) as exc:
+        if "passphrase" in str(exc).lower():
+            raise ProfileError(
+                f"{where}: the key is passphrase-protected; specops cannot ask for a "
+                "passphrase (load it into ssh-agent and leave identity_file unset)"
+            ) from None
+        raise ProfileError(f"{where}: not a private key asyncssh can read: {exc}") from None
+
+
 def known_hosts_path(profile: Profile) -> Path:
-    """Where `trust` writes: the profile's pinned file, else ~/.ssh/known_hosts."""
+    """Where host keys are pinned, and `trust` writes: the profile's `known_hosts`, else
+    ssh_config's first `UserKnownHostsFile` (never `none`: that only means the default
+    here), else ~/.ssh/known_hosts. Every connection passes it explicitly."""
     if profile.ssh.known_hosts is not None:
         return profile.ssh.known_hosts.expanduser()
+    config = [str(profile.ssh.config_file.expanduser())] if profile.ssh.config_file else ()
+    try:
+        resolved = asyncssh.SSHClientConnectionOptions(
+            host=profile.ssh.host, client_keys=None, config=config
+        )
+    except (OSError, ValueError, asyncssh.Error):
+        resolved = None  # an unreadable ssh_config: the connection reports it
+    files = resolved.known_hosts if resolved is not None else None
+    if isinstance(files, list) and files and isinstance(files[0], str):
+        return Path(files[0]).expanduser()
     return Path.home() / ".ssh" / "known_hosts"

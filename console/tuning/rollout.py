@@ -41,7 +41,7 @@ from console.transport import http, remote
 from console.transport.ssh import Disconnected, HostSession, RemoteError, Result
 from console.tuning.invocation import InvocationWatch
 from console.tuning.plan import Plan
-from console.tuning.smoke import smoke_completion
+from console.tuning.smoke import server_api_key, smoke_completion
 from console.watch.journal import decode_entry
 from console.watch.signatures import CRASH_SIGNATURES, crash_signature
 
@@ -134,10 +134,20 @@ class Rollout:
         result = await self._read(remote.systemctl_show(self.unit))
         return remote.parse_show(result.stdout)
 
+    def _api_key(self) -> str | None:
+        """The API key of the command now running: the new one, or the old in a rollback."""
+        if self._rollback:
+            return server_api_key(self.plan.service.argv, self.plan.service.environment)
+        return server_api_key(self.plan.new_argv, self.plan.new_environment)
+
     async def _health(self) -> tuple[bool, str]:
         try:
             response = await http.request(
-                self.session, self.profile.service.port, "GET", self.profile.service.health_path
+                self.session,
+                self.profile.service.port,
+                "GET",
+                self.profile.service.health_path,
+                api_key=self._api_key(),
             )
         except http.PortClosed:
             return False, "port closed"
@@ -344,7 +354,7 @@ class Rollout:
         smoke = self.profile.service.smoke
         self._step(RolloutStep.SMOKE, "running", f"{smoke.prompt!r} must contain {smoke.expect!r}")
         try:
-            answer = await smoke_completion(self.session)
+            answer = await smoke_completion(self.session, self._api_key())
         except http.HttpError as exc:
             raise _Failure(f"smoke test: {exc}", phase="serving") from None
         self._check_crash()

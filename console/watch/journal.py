@@ -49,6 +49,9 @@ within a few milliseconds of work instead of after the whole read."""
 
 # CSI (colours, cursor moves), OSC (titles, links) and two-character escapes.
 _ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""What may not reach a terminal: C0 controls but tab and newline (BEL, BS, CR, ESC, …), DEL
+and the C1 controls (U+0080–U+009F; `\x9b` is a CSI to many terminals)."""
 _TRACEBACK = "Traceback (most recent call last):"
 
 
@@ -84,8 +87,8 @@ def decode_entry(host: str, line: str) -> JournalEntry | None:
         message = "[message longer than journald shows: use `journalctl -a`]"
     else:
         message = decode_field(raw)
-        if isinstance(raw, list) and "\x1b" in message:
-            message = _ANSI_RE.sub("", message)  # colour codes are why it was bytes
+        if _CONTROL_RE.search(message):  # colour codes are why journald sent bytes
+            message = _CONTROL_RE.sub("", _ANSI_RE.sub("", message))
     seq = None
     if "__SEQNUM" in data and "__SEQNUM_ID" in data:
         with contextlib.suppress(ValueError, TypeError):

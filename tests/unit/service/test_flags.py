@@ -981,3 +981,19 @@ def test_systemd_agrees_on_random_command_lines(cases: list[tuple[list[str], str
     with tempfile.TemporaryDirectory() as root:
         view = systemd_view(Path(root), units)
     assert {unit: argv for unit, (argv, _) in view.items()} == expected
+
+
+def test_a_rewrite_keeps_the_variables_of_our_drop_in_it_does_not_manage(
+    specs: dict[str, FlagSpec],
+) -> None:
+    """An older profile's variable (or a hand edit) in zz-specops.conf survives a rewrite."""
+    ours = (
+        "[Service]\nExecStart=\nExecStart=/bin/e --x 1\n"
+        'Environment="SGLANG_DDTREE_MAX_TOPK=4" "NCCL_DEBUG=INFO"\n'
+    )
+    files = {MAIN: "[Service]\nExecStart=/bin/e\n", dropin_path(UNIT): ours}
+    current = effective_service(systemctl_cat(files))
+    argv, env = apply_flags(specs, current.argv, current.environment, {"topk": 8})
+    files[dropin_path(UNIT)] = dropin_for(specs, current, argv, env)
+    after = effective_service(systemctl_cat(files))
+    assert after.environment == {"SGLANG_DDTREE_MAX_TOPK": "8", "NCCL_DEBUG": "INFO"}

@@ -245,3 +245,19 @@ def test_no_patterns_show_everything() -> None:
 def test_bad_pattern_is_named() -> None:
     with pytest.raises(ValueError, match=r"'accept \(len' is not a valid regular expression"):
         LineFilter(["accept (len"])
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        list("ring\x07 back\x08space\rCR \x9b2J c1-csi \x1b]0;title\x07 \x7fdel".encode()),
+        "ring\x07 back\x08space\rCR \x9b2J c1-csi \x1b]0;title\x07 \x7fdel",
+    ],
+    ids=["bytes", "string"],
+)
+def test_control_characters_never_reach_the_terminal(message: object) -> None:
+    """BEL, BS, CR, C1 (U+009B is CSI to many terminals) and OSC titles are dropped."""
+    decoded = decode_entry("h", json_line(message))
+    assert decoded is not None
+    assert decoded.message == "ring backspaceCR 2J c1-csi  del"
+    assert "\tand\ttabs" in decode_entry("h", json_line("keeps\tand\ttabs")).message  # type: ignore[union-attr]

@@ -1,0 +1,78 @@
+"""Secrets out of the reproduction package and the audit log; `verify` warns on one left.
+
+Finding of the attack run (issue 20): an `--api-key` value and `HF_TOKEN` went verbatim into
+the unit copy, `current_execstart.txt` and the metadata of a package meant to be shared.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from console.audit import AuditLog
+from console.cli import build_parser
+from console.cli.snapshot import cmd_snapshot
+from console.cli.verify import cmd_verify
+from console.evidence.manifest import write_manifest
+from console.service.execline import render_execstart
+from console.service.unit import effective_service
+from console.sim.fleet import SimFleet
+from tests.integration.test_snapshot import UNIT, quiesce
+
+SECRETS = ("sk-live-0123", "hf_s3cr3t", "ghp_pat99", "hunter2", "two words")
+
+
+async def test_no_secret_reaches_the_package_or_the_audit_log(
+    sim: SimFleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = sim.hosts["b300"]
+    service = effective_service(host.unit.cat())
+    argv = [*service.argv, "--api-key", "sk-live-0123"]
+    dropin = host.root / f"etc/systemd/system/{UNIT}.d/50-operator.conf"
+    dropin.parent.mkdir(parents=True, exist_ok=True)
+    dropin.write_text(
+        "[Service]\nExecStart=\n"
+        f"ExecStart={render_execstart(argv)}\n"
+        'Environment="HF_TOKEN=hf_s3cr3t" "GH_PAT=ghp_pat99" "DB_PASS=two words"\n'
+        "Environment=PROXY_URL=http://ops:hunter2@proxy:3128\n"
+    )
+    host.unit.daemon_reload()
+    await host.unit.restart()
+    await quiesce(host)
+    # a server that logs its own secrets, as SGLang logs its ServerArgs
+    host.journal.append(
+        UNIT, "Initialized DDTREE draft runner. ServerArgs(api_key='sk-live-0123', port=30001)"
+    )
+
+    package = tmp_path / "pkg"
+    argv_cli = ["snapshot", "b300", "--package", str(package), "--profiles", str(sim.profiles_dir)]
+    assert await cmd_snapshot(build_parser().parse_args(argv_cli)) == 0
+    texts = {
+        p.relative_to(package).as_posix(): p.read_text() for p in package.rglob("*") if p.is_file()
+    }
+    for name in ("services", "current_execstart.txt", "snapshots/", "excerpt"):
+        assert any(name in rel for rel in texts), f"no {name} in {sorted(texts)}"
+    for rel, text in texts.items():
+        for secret in SECRETS:
+            assert secret not in text, f"{secret!r} in {rel}"
+    (unit_copy,) = [t for r, t in texts.items() if r.startswith("services/")]
+    assert "--api-key '***'" in unit_copy or "--api-key ***" in unit_copy
+    assert '"HF_TOKEN=***"' in unit_copy and "http://ops:***@proxy:3128" in unit_copy
+    (excerpt,) = [t for r, t in texts.items() if "excerpt" in r]
+    assert "ServerArgs(api_key='***', port=30001)" in excerpt
+    (meta,) = [t for r, t in texts.items() if r.startswith("snapshots/")]
+    assert json.loads(meta)["flags"]  # the flags are still there, only secrets hidden
+    for record in AuditLog().read():
+        assert not any(secret in record.command for secret in SECRETS)
+
+    capsys.readouterr()
+    assert cmd_verify(build_parser().parse_args(["verify", str(package)])) == 0
+    assert "WARNING" not in capsys.readouterr().out
+    (package / "notes.txt").write_text("restart with\nHF_TOKEN=hf_leaked python3 -m x\n")
+    write_manifest(package)
+    assert cmd_verify(build_parser().parse_args(["verify", str(package)])) == 0
+    said = capsys.readouterr().out
+    assert "notes.txt:2: a secret-looking value is not redacted" in said
+    assert "hf_leaked" not in said
