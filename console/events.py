@@ -145,6 +145,7 @@ class RolloutStep(StrEnum):
     READY = "wait ready"
     SMOKE = "smoke test"
     SETTLE = "first decode"
+    SOAK = "soak"
     REMEMBER = "remember"
     RESTORE = "restore drop-in"
 
@@ -203,6 +204,14 @@ class RolloutFinished:
     """The first accept length the new invocation logged (after a successful change)."""
     rollback_error: str | None = None
     duration_s: float = 0.0
+    stage: str | None = None
+    """When the new setting failed: "capture", "startup" (before ready) or "soak" (after)."""
+    ready_to_crash_s: float | None = None
+    """Seconds from the server's "ready to roll" to its crash (a failure after ready)."""
+    soaked_s: float | None = None
+    """The soak the new setting survived (an applied change)."""
+    exception_line: str | None = None
+    """The failing invocation's last exception line (`RuntimeError: …`)."""
 
     @property
     def ok(self) -> bool:

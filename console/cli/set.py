@@ -45,6 +45,17 @@ WAITING_EVERY_S = 15.0
 INTERRUPT_CONFIRM_S = 5.0
 
 
+def soak_seconds(text: str) -> float:
+    """`--soak S`: a finite, non-negative number of seconds (at most a day)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value <= 86400:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"{text!r}: must be between 0 and 86400 seconds")
+    return value
+
+
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     change = sub.add_parser(
         "set",
@@ -55,6 +66,13 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     change.add_argument("assignments", nargs="+", metavar="NAME=VALUE")
     change.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     change.add_argument("--dry-run", action="store_true", help="show the diff; change nothing")
+    change.add_argument(
+        "--soak",
+        type=soak_seconds,
+        metavar="S",
+        help="seconds the new invocation must stay up after the smoke test "
+        "(default: the profile's service.soak_s)",
+    )
     change.add_argument(
         "--no-rollback", action="store_true", help="leave a failing setting in place"
     )
@@ -118,9 +136,10 @@ def _report(result: RolloutFinished, plan: Plan) -> None:
     name = result.host
     if result.outcome is RolloutOutcome.APPLIED:
         accept = f", accept len {result.accept_len:.2f}" if result.accept_len is not None else ""
+        soaked = f", stayed up {result.soaked_s:g}s" if result.soaked_s else ""
         _say(
             f"[green]{name}: applied[/green] {escape(plan.summary())}; healthy "
-            f"(invocation {result.invocation_id[:12]}){accept}"
+            f"(invocation {result.invocation_id[:12]}){accept}{soaked}"
         )
         return
     if result.excerpt:
@@ -188,9 +207,11 @@ async def _set(session: HostSession, args: argparse.Namespace, changes: dict[str
     if args.dry_run:
         out.print(f"dry run: would write {plan.dropin_path}:", style="dim", soft_wrap=True)
         out.print(plan.dropin, markup=False, highlight=False, soft_wrap=True)
+        soak_s = profile.service.soak_s if args.soak is None else args.soak
         out.print(
             f"then daemon-reload, restart {plan.unit}, wait up to "
-            f"{profile.service.ready_timeout_s:.0f}s for health, smoke test. Nothing was changed.",
+            f"{profile.service.ready_timeout_s:.0f}s for health, smoke test, soak {soak_s:g}s. "
+            "Nothing was changed.",
             style="dim",
             soft_wrap=True,
         )
@@ -205,7 +226,7 @@ async def _set(session: HostSession, args: argparse.Namespace, changes: dict[str
             err.print("not applied")
             return EXIT_FAILED
     printer = ProgressPrinter()
-    options = RolloutOptions(rollback=not args.no_rollback)
+    options = RolloutOptions(rollback=not args.no_rollback, soak_s=args.soak)
     rollout = asyncio.ensure_future(Rollout(session, plan, on_event=printer, options=options).run())
     with _interrupt_twice(rollout, printer, profile.name):
         try:

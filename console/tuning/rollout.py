@@ -9,7 +9,8 @@ record InvocationID, NRestarts, the current drop-in and a journal cursor → wri
 to a temp name and rename it → daemon-reload → check NeedDaemonReload=no → restart → wait for
 a new InvocationID → watch that invocation's journal for crash signatures while polling
 `/health` through the SSH connection → smoke completion → wait for the first decode line →
-remember the configuration as the host's last good one.
+soak for `service.soak_s` (console/tuning/soak.py) → remember the configuration as the host's
+last good one (only a soaked change becomes one).
 
 Any failure (a crash signature, the unit failed, systemd restarting it, no health before
 `ready_timeout_s`, a wrong smoke answer) keeps the failing journal excerpt and rolls back:
@@ -42,6 +43,7 @@ from console.transport.ssh import Disconnected, HostSession, RemoteError, Result
 from console.tuning.invocation import InvocationWatch
 from console.tuning.plan import Plan
 from console.tuning.smoke import smoke_completion
+from console.tuning.soak import soak, stage_of
 from console.watch.journal import decode_entry
 from console.watch.signatures import CRASH_SIGNATURES, crash_signature
 
@@ -59,6 +61,8 @@ class RolloutOptions:
     """Overrides the profile's `service.ready_timeout_s`."""
     settle_s: float = 15.0
     """After the smoke test, how long to wait for the first decode line (its accept length)."""
+    soak_s: float | None = None
+    """Overrides the profile's `service.soak_s` (`specops set --soak S`)."""
     invocation_timeout_s: float = 90.0
     reconnect_s: float = 30.0
     """How long a dropped SSH link may take to come back before the rollout gives up."""
@@ -99,6 +103,14 @@ class Rollout:
         self._watch: InvocationWatch | None = None
         self._rollback = False
         self._current = RolloutStep.RECORD
+        self._restarts = 0
+        self._ready = False
+
+    @property
+    def soak_s(self) -> float:
+        if self.options.soak_s is not None:
+            return self.options.soak_s
+        return self.profile.service.soak_s
 
     @property
     def ready_timeout_s(self) -> float:
@@ -172,6 +184,7 @@ class Rollout:
             invocation = await self._restart_and_wait(old_invocation)
             await self._smoke()
             accept_len = await self._settle(invocation)
+            await self._soak(invocation)
         except (_Failure, RemoteError) as exc:
             failure = exc if isinstance(exc, _Failure) else _Failure(str(exc))
             return await self._fail(failure, previous)
@@ -181,6 +194,7 @@ class Rollout:
             invocation_id=invocation,
             flags=dict(self.plan.new_values),
             accept_len=accept_len,
+            soaked_s=self.soak_s,
         )
 
     async def _record(self) -> tuple[str, str | None, str | None]:
@@ -278,6 +292,8 @@ class Rollout:
                 raise _Failure("systemd started no new invocation after the restart")
             await asyncio.sleep(min(self.options.poll_s, 0.5))
         restarts = int(props.get("NRestarts") or 0)
+        self._restarts = restarts
+        self._ready = False
         self._watch.focus(invocation)
         self._step(RolloutStep.INVOCATION, "ok", invocation)
         await self._wait_ready(invocation, restarts, started)
@@ -330,6 +346,7 @@ class Rollout:
         elapsed = time.monotonic() - started
         timeout = self.ready_timeout_s
         if healthy:
+            self._ready = True
             self._step(RolloutStep.READY, "ok", f"healthy after {elapsed:.0f}s")
             return True
         if elapsed > timeout:
@@ -382,6 +399,45 @@ class Rollout:
             self._step(RolloutStep.SETTLE, "ok", f"accept len {watch.accept_len:.2f}")
         return watch.accept_len
 
+    async def _soak(self, invocation: str) -> None:
+        """Keep watching the new invocation for `soak_s`; then /health must still be 200."""
+        watch = self._watch
+        assert watch is not None
+        seconds = self.soak_s
+        if seconds <= 0:
+            self._step(RolloutStep.SOAK, "skipped", "soak_s = 0")
+            return
+        self._step(RolloutStep.SOAK, "running", f"{seconds:g}s")
+
+        async def check() -> None:
+            self._check_crash()
+            props = await self._show()
+            restarts = int(props.get("NRestarts") or 0)
+            if props.get("InvocationID") != invocation or restarts > self._restarts:
+                raise _Failure(
+                    f"systemd restarted the server during the soak (NRestarts "
+                    f"{self._restarts} → {restarts})",
+                    phase=watch.phase,
+                )
+            if props.get("ActiveState") != "active":
+                raise _Failure(
+                    f"the server stopped during the soak ({props.get('ActiveState')}, "
+                    f"Result={props.get('Result')})",
+                    phase=watch.phase,
+                )
+
+        def report(countdown: str) -> None:
+            self._step(RolloutStep.SOAK, "waiting", countdown)
+
+        await soak(watch, seconds, poll_s=self.options.poll_s, check=check, report=report)
+        healthy, detail = await self._health()
+        self._check_crash()
+        if not healthy:
+            raise _Failure(f"not healthy at the end of the soak ({detail})", phase=watch.phase)
+        accept = watch.last_accept_len
+        tail = f", accept len {accept:.2f}" if accept is not None else ""
+        self._step(RolloutStep.SOAK, "ok", f"{seconds:g}s on invocation {invocation[:12]}{tail}")
+
     def _remember(self, invocation: str) -> None:
         record = LastGood(
             host=self.plan.host,
@@ -411,16 +467,26 @@ class Rollout:
             found = crash_signature(line)
             if found is not None and (signature is None or _RANK[found] < _RANK[signature]):
                 signature = found
+        ready = self._ready or (watch is not None and watch.ready_at is not None)
+        stage = stage_of(failure.phase, ready) if self._restarted else None
+        ready_to_crash = watch.ready_to_crash_s if watch is not None and ready else None
+        reason = failure.reason
+        if stage is not None:
+            after = f", {ready_to_crash:.1f}s after ready" if ready_to_crash is not None else ""
+            reason = f"{reason} [{stage}{after}]"
         report: dict[str, Any] = {
-            "reason": failure.reason,
+            "reason": reason,
             "signature": signature,
             "phase": failure.phase,
             "excerpt": excerpt,
             "failed_invocation": failed,
+            "stage": stage,
+            "ready_to_crash_s": ready_to_crash,
+            "exception_line": watch.exception_line if watch is not None else None,
         }
         if not self._touched:
             return self._finished(
-                RolloutOutcome.FAILED, **{**report, "reason": f"{failure.reason}; nothing changed"}
+                RolloutOutcome.FAILED, **{**report, "reason": f"{reason}; nothing changed"}
             )
         if not self.options.rollback:
             return self._finished(

@@ -112,6 +112,7 @@ async def test_budget_16_without_cuda_graphs_ends_healthy_on_the_new_setting(
             RolloutStep.READY,
             RolloutStep.SMOKE,
             RolloutStep.SETTLE,
+            RolloutStep.SOAK,
             RolloutStep.REMEMBER,
         ]
         # The accept length is the new invocation's (budget 16, eager: 5.3–6.4).

@@ -120,6 +120,7 @@ class Testbed:
             ssh_config=self.directory / "ssh_config",
             keepalive=1.0,
             ready_timeout=60.0,
+            soak=3.0,
             package=self.directory / "package",
             proxy_jump=proxy_jump,
         )
