@@ -22,8 +22,8 @@ from console.sim.sglang import Timing
 from console.state import load_last_good
 from console.transport import http
 from console.tuning.rollout import RolloutOptions
-from tests.integration.test_rollout import connect
 from tests.integration.test_rollout import change as change_with
+from tests.integration.test_rollout import connect
 
 LATE = FailureTiming(graph_crash="batches", crash_batches=4, requests=200, cublas_after_s=1.0)
 SOAK = RolloutOptions(poll_s=0.2, settle_s=5.0, soak_s=3.0)
