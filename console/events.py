@@ -147,6 +147,7 @@ class RolloutStep(StrEnum):
     SETTLE = "first decode"
     SOAK = "soak"
     REMEMBER = "remember"
+    HISTORY = "history"
     RESTORE = "restore drop-in"
 
 
@@ -212,6 +213,10 @@ class RolloutFinished:
     """The soak the new setting survived (an applied change)."""
     exception_line: str | None = None
     """The failing invocation's last exception line (`RuntimeError: …`)."""
+    history_entry: int | None = None
+    """This rollout's entry in the host's history (/var/lib/specops/UNIT/history.json)."""
+    abandoned: tuple[str, ...] = ()
+    """Earlier rollouts this one found abandoned half way in the host's history."""
 
     @property
     def ok(self) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import posixpath
 import time
 from collections.abc import Callable
@@ -40,6 +41,7 @@ from console.service.unit import effective_service
 from console.state import LastGood, save_last_good
 from console.transport import http, remote
 from console.transport.ssh import Disconnected, HostSession, RemoteError, Result
+from console.tuning.history import HistoryError, Recorder
 from console.tuning.invocation import InvocationWatch
 from console.tuning.plan import Plan
 from console.tuning.smoke import smoke_completion
@@ -67,6 +69,8 @@ class RolloutOptions:
     reconnect_s: float = 30.0
     """How long a dropped SSH link may take to come back before the rollout gives up."""
     excerpt_lines: int = 80
+    kind: str = "change"
+    """What the host's history calls this rollout: "change" or "rollback" (`specops rollback`)."""
 
 
 class _Failure(Exception):
@@ -105,6 +109,9 @@ class Rollout:
         self._current = RolloutStep.RECORD
         self._restarts = 0
         self._ready = False
+        self._history = Recorder(session, plan, options.kind)
+        self._abandoned: tuple[str, ...] = ()
+        self._failed_restarts: int | None = None
 
     @property
     def soak_s(self) -> float:
@@ -166,10 +173,29 @@ class Rollout:
     async def run(self) -> RolloutFinished:
         self._t0 = time.monotonic()
         try:
-            return await self._run()
+            result = await self._run()
         finally:
             if self._watch is not None:
                 await self._watch.stop()
+        result = await self._record_outcome(result)
+        self._emit(result)
+        return result
+
+    async def _record_outcome(self, result: RolloutFinished) -> RolloutFinished:
+        """Rewrite this rollout's history entry on the host with how it ended."""
+        fields: dict[str, Any] = {"abandoned": self._abandoned}
+        self._rollback = False  # the record is the rollout's, not the rollback's
+        if self._history.entry is not None:
+            self._step(RolloutStep.HISTORY, "running")
+            try:
+                entry = await self._history.end(result, self._failed_restarts)
+            except (HistoryError, RemoteError) as exc:
+                self._step(RolloutStep.HISTORY, "failed", f"the outcome is not recorded: {exc}")
+            else:
+                fields["history_entry"] = entry.n
+                where = self._history.path
+                self._step(RolloutStep.HISTORY, "ok", f"entry {entry.n} {entry.outcome}: {where}")
+        return dataclasses.replace(result, **fields)
 
     async def _run(self) -> RolloutFinished:
         try:
@@ -211,6 +237,7 @@ class Rollout:
         cursor = entries[-1].cursor if entries else None
         healthy, _ = await self._health()
         invocation = props.get("InvocationID", "")
+        await self._begin_history(cat.stdout)
         self._step(
             RolloutStep.RECORD,
             "ok",
@@ -219,6 +246,23 @@ class Rollout:
             f", {'healthy' if healthy else 'not healthy'} before the change",
         )
         return invocation, previous, cursor
+
+    async def _begin_history(self, cat_text: str) -> None:
+        """Record the change on the host before anything changes; report abandoned ones."""
+        try:
+            abandoned = await self._history.begin(cat_text)
+        except HistoryError as exc:
+            raise _Failure(str(exc)) from None
+        self._abandoned = tuple(
+            f"history entry {e.n} ({e.kind} by {e.who}, started {time.ctime(e.started_at)}) "
+            "was abandoned half way"
+            for e in abandoned
+        )
+        for note in self._abandoned:
+            self._step(RolloutStep.HISTORY, "failed", note)
+        entry = self._history.entry
+        assert entry is not None
+        self._step(RolloutStep.HISTORY, "ok", f"entry {entry.n} started: {self._history.path}")
 
     async def _install(self, text: str | None) -> None:
         """Write (or with None remove) our drop-in atomically, daemon-reload, verify."""
@@ -500,9 +544,17 @@ class Rollout:
             if not await self.session.wait_connected(self.options.reconnect_s):
                 raise Disconnected(self.plan.host, "not connected")
             await self._install(previous)
-            current = (await self._show()).get("InvocationID", "")
+            props = await self._show()
+            current = props.get("InvocationID", "")
             if self._restarted:
-                self._step(RolloutStep.RESET_FAILED, "running")
+                self._failed_restarts = int(props.get("NRestarts") or 0)
+                exception = report["exception_line"] or "none logged"
+                self._step(
+                    RolloutStep.RESET_FAILED,
+                    "running",
+                    f"recorded first: NRestarts {self._failed_restarts}, last exception: "
+                    f"{exception}",
+                )
                 await self.session.run(remote.systemctl_reset_failed(self.unit))
                 self._step(RolloutStep.RESET_FAILED, "ok")
                 invocation = await self._restart_and_wait(current)
@@ -537,12 +589,10 @@ class Rollout:
     def _finished(
         self, outcome: RolloutOutcome, reason: str = "", **fields: Any
     ) -> RolloutFinished:
-        finished = RolloutFinished(
+        return RolloutFinished(
             host=self.plan.host,
             outcome=outcome,
             reason=reason,
             duration_s=time.monotonic() - self._t0,
             **fields,
         )
-        self._emit(finished)
-        return finished
