@@ -27,7 +27,6 @@ from console.cli.common import (
     EXIT_USAGE,
     connect,
     err,
-    iso,
     load_profiles,
     out,
 )
@@ -35,7 +34,6 @@ from console.events import RolloutEvent, RolloutFinished, RolloutOutcome, Rollou
 from console.profiles import select
 from console.service.execline import FlagError
 from console.service.flags import format_value
-from console.state import load_last_good
 from console.transport.ssh import Disconnected, HostSession
 from console.tuning.plan import Plan, check_arguments, parse_assignments, read_plan
 from console.tuning.rollout import Rollout, RolloutOptions
@@ -134,6 +132,11 @@ def _say(text: str) -> None:
 
 def _report(result: RolloutFinished, plan: Plan) -> None:
     name = result.host
+    for note in result.abandoned:
+        err.print(
+            f"[yellow]{name}: {escape(note)}[/yellow]; `specops history {name}` shows it",
+            soft_wrap=True,
+        )
     if result.outcome is RolloutOutcome.APPLIED:
         accept = f", accept len {result.accept_len:.2f}" if result.accept_len is not None else ""
         soaked = f", stayed up {result.soaked_s:g}s" if result.soaked_s else ""
@@ -156,10 +159,8 @@ def _report(result: RolloutFinished, plan: Plan) -> None:
     _say(f"[red]{name}: FAILED[/red]: {escape(result.reason)}")
     if result.rollback_error:
         _say(f"{name}: {escape(result.rollback_error)}")
-    good = load_last_good(name)
-    if good is not None and result.failed_invocation and dict(good.values) != result.flags:
-        restore = " ".join(f"{k}={format_value(v)}" for k, v in good.values.items())
-        _say(f"last good ({iso(good.saved_at)}): specops set {name} {escape(restore)}")
+    if result.failed_invocation:
+        _say(f"back to the last good configuration: specops rollback {name}")
 
 
 async def cmd_set(args: argparse.Namespace) -> int:
@@ -194,6 +195,14 @@ async def _set(session: HostSession, args: argparse.Namespace, changes: dict[str
     if not plan.changed:
         _say(f"{profile.name}: nothing to change ({escape(plan.summary())})")
         return EXIT_OK
+    return await run_plan(session, plan, args)
+
+
+async def run_plan(
+    session: HostSession, plan: Plan, args: argparse.Namespace, *, kind: str = "change"
+) -> int:
+    """Diff, build check, confirm, then the rollout (also `specops rollback`'s way)."""
+    profile = session.profile
     _print_diff(plan)
     _say(f"{profile.name}: {escape(plan.summary())}")
     if profile.service.check_flags:
@@ -205,8 +214,11 @@ async def _set(session: HostSession, args: argparse.Namespace, changes: dict[str
         if checked:
             err.print(f"  [green]✓[/green] the build knows {escape(', '.join(checked))}")
     if args.dry_run:
-        out.print(f"dry run: would write {plan.dropin_path}:", style="dim", soft_wrap=True)
-        out.print(plan.dropin, markup=False, highlight=False, soft_wrap=True)
+        if plan.dropin is None:
+            out.print(f"dry run: would remove {plan.dropin_path}", style="dim", soft_wrap=True)
+        else:
+            out.print(f"dry run: would write {plan.dropin_path}:", style="dim", soft_wrap=True)
+            out.print(plan.dropin, markup=False, highlight=False, soft_wrap=True)
         soak_s = profile.service.soak_s if args.soak is None else args.soak
         out.print(
             f"then daemon-reload, restart {plan.unit}, wait up to "
@@ -226,7 +238,7 @@ async def _set(session: HostSession, args: argparse.Namespace, changes: dict[str
             err.print("not applied")
             return EXIT_FAILED
     printer = ProgressPrinter()
-    options = RolloutOptions(rollback=not args.no_rollback, soak_s=args.soak)
+    options = RolloutOptions(rollback=not args.no_rollback, soak_s=args.soak, kind=kind)
     rollout = asyncio.ensure_future(Rollout(session, plan, on_event=printer, options=options).run())
     with _interrupt_twice(rollout, printer, profile.name):
         try:

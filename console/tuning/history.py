@@ -96,6 +96,7 @@ class HistoryEntry:
     def from_record(cls, data: Mapping[str, Any]) -> HistoryEntry:
         names = set(cls.__dataclass_fields__)
         kept = {k: v for k, v in data.items() if k in names}
+        kept["excerpt"] = tuple(str(line) for line in kept.get("excerpt") or ())
         entry = cls(**kept)
         if entry.outcome not in OUTCOMES or not isinstance(entry.n, int):
             raise ValueError(f"history entry {data.get('n')!r}: outcome {entry.outcome!r}")
