@@ -34,7 +34,8 @@ from console.events import RolloutEvent, RolloutFinished, RolloutOutcome, Rollou
 from console.profiles import select
 from console.service.execline import FlagError
 from console.service.flags import format_value
-from console.transport.ssh import Disconnected, HostSession
+from console.transport.ssh import Disconnected, HostSession, RemoteError
+from console.tuning import history
 from console.tuning.plan import Plan, check_arguments, parse_assignments, read_plan
 from console.tuning.rollout import Rollout, RolloutOptions
 
@@ -193,9 +194,30 @@ async def _set(session: HostSession, args: argparse.Namespace, changes: dict[str
         err.print(f"specops: {profile.name}: {exc}", markup=False)
         return EXIT_USAGE
     if not plan.changed:
+        await _report_abandoned(session, dry_run=args.dry_run)
         _say(f"{profile.name}: nothing to change ({escape(plan.summary())})")
         return EXIT_OK
     return await run_plan(session, plan, args)
+
+
+async def _report_abandoned(session: HostSession, *, dry_run: bool) -> None:
+    """A change killed half way is reported by the next run, even one with nothing to do."""
+    unit = session.profile.service.unit
+    try:
+        if dry_run:
+            entries = [e for e in await history.load(session, unit) if e.outcome == "started"]
+        else:
+            entries = await history.settle_abandoned(session, unit)
+    except (history.HistoryError, RemoteError) as exc:
+        err.print(f"{session.profile.name}: {exc}", markup=False)
+        return
+    for entry in entries:
+        note = history.abandoned_note(entry)
+        err.print(
+            f"[yellow]{session.profile.name}: {escape(note)}[/yellow]; "
+            f"`specops history {session.profile.name}` shows it",
+            soft_wrap=True,
+        )
 
 
 async def run_plan(

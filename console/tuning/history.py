@@ -111,11 +111,11 @@ async def load(session: HostSession, unit: str) -> list[HistoryEntry]:
     """The host's entries, oldest first ([] when specops never recorded anything there)."""
     path = history_path(unit)
     try:
-        result = await session.run(remote.read_file(path), timeout=30)
+        result = await session.run(remote.read_if_exists(path), timeout=30)
     except CommandFailed as exc:
-        if "No such file or directory" in exc.result.stderr:
-            return []
         raise HistoryError(f"cannot read {path}: {exc}") from None
+    if not result.stdout.strip():
+        return []
     try:
         data = json.loads(result.stdout)
         return [HistoryEntry.from_record(e) for e in data["entries"]]
@@ -179,6 +179,21 @@ def mark_abandoned(entries: list[HistoryEntry]) -> list[HistoryEntry]:
                 "the host was left on whatever ran then",
             )
             found.append(entries[i])
+    return found
+
+
+def abandoned_note(entry: HistoryEntry) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.started_at))
+    who = f"{entry.kind} by {entry.who}, started {when}"
+    return f"history entry {entry.n} ({who}) was abandoned half way"
+
+
+async def settle_abandoned(session: HostSession, unit: str) -> list[HistoryEntry]:
+    """Mark entries killed consoles left "started" as abandoned on the host; returns them."""
+    entries = await load(session, unit)
+    found = mark_abandoned(entries)
+    if found:
+        await save(session, unit, entries)
     return found
 
 

@@ -41,7 +41,7 @@ from console.service.unit import effective_service
 from console.state import LastGood, save_last_good
 from console.transport import http, remote
 from console.transport.ssh import Disconnected, HostSession, RemoteError, Result
-from console.tuning.history import HistoryError, Recorder
+from console.tuning.history import HistoryError, Recorder, abandoned_note
 from console.tuning.invocation import InvocationWatch
 from console.tuning.plan import Plan
 from console.tuning.smoke import smoke_completion
@@ -71,6 +71,18 @@ class RolloutOptions:
     excerpt_lines: int = 80
     kind: str = "change"
     """What the host's history calls this rollout: "change" or "rollback" (`specops rollback`)."""
+
+
+CRASH_LINE_WAIT_S = 3.0
+"""After systemd says the server died, how long its crash lines may take to arrive."""
+
+
+async def _crash_line(watch: InvocationWatch, timeout: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            while watch.signature is None:
+                watch.changed.clear()
+                await watch.changed.wait()
 
 
 class _Failure(Exception):
@@ -253,11 +265,7 @@ class Rollout:
             abandoned = await self._history.begin(cat_text)
         except HistoryError as exc:
             raise _Failure(str(exc)) from None
-        self._abandoned = tuple(
-            f"history entry {e.n} ({e.kind} by {e.who}, started {time.ctime(e.started_at)}) "
-            "was abandoned half way"
-            for e in abandoned
-        )
+        self._abandoned = tuple(abandoned_note(e) for e in abandoned)
         for note in self._abandoned:
             self._step(RolloutStep.HISTORY, "failed", note)
         entry = self._history.entry
@@ -505,6 +513,17 @@ class Rollout:
         watch = self._watch
         failed = watch.target if watch is not None else None
         self._step(self._current, "failed", failure.reason)
+        if watch is not None and self._restarted and failure.signature is None:
+            # systemd may report the dead server before its last lines reach the journal
+            # follower: wait briefly for them, so the crash is named and timed.
+            await _crash_line(watch, CRASH_LINE_WAIT_S)
+            if watch.signature is not None:
+                failure = _Failure(
+                    f"{failure.reason}; crash: {watch.signature} during {watch.crash_phase}: "
+                    f"{watch.crash_line}",
+                    signature=watch.signature,
+                    phase=watch.crash_phase,
+                )
         excerpt = await self._excerpt(failed)
         signature = failure.signature
         for line in excerpt:  # the whole traceback may name the crash more precisely

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from console.cli import flags as cli_flags
 from console.cli import history as cli_history
 from console.cli import parse_args
 from console.cli import rollback as cli_rollback
@@ -122,6 +123,13 @@ async def test_two_profile_directories_naming_the_host_differently_agree(
         (0, "b300"),
     ]
     assert mine["last_good"] == 2
+    # `flags` shows the same last good from either directory.
+    for name, directory in (("b300", sim.profiles_dir), ("gpu-a", other)):
+        args = parse_args(["flags", name, "--json"])
+        args.profiles = str(directory)
+        assert await cli_flags.cmd_flags(args) == 0
+        good = json.loads(capsys.readouterr().out)["last_good"]
+        assert good["history_entry"] == 2 and good["values"]["budget"] == 6
 
 
 async def test_rollback_returns_to_the_configuration_before_the_current_one(

@@ -151,6 +151,9 @@ class Testbed:
                 host.wait_booted()
             host.link_up()
             host.run("systemctl", "stop", layout.SEQ_UNIT, check=False)
+            history = host.directory / "var-lib-specops"  # what the console recorded there
+            for entry in history.iterdir() if history.is_dir() else ():
+                shutil.rmtree(entry)
             dropins = host.directory / "etc-systemd" / "system" / f"{layout.UNIT}.d"
             reload = dropins.exists()
             if reload:

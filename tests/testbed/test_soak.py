@@ -10,10 +10,12 @@ checked is its exit status and what systemd says afterwards.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 
@@ -51,6 +53,13 @@ def specops_set(bed: Testbed, host: Host, *args: str, timeout: float) -> tuple[i
         timeout=timeout,
     )
     return proc.returncode, proc.stdout + proc.stderr
+
+
+def host_history(host: Host) -> list[dict[str, Any]]:
+    """The host's history file, newest first, read on the host's side (not through specops)."""
+    path = host.directory / "var-lib-specops" / UNIT / "history.json"
+    entries: list[dict[str, Any]] = json.loads(path.read_text())["entries"]
+    return entries[::-1]
 
 
 def invocation(host: Host) -> dict[str, str]:
@@ -99,6 +108,10 @@ async def test_a_crash_after_ready_exits_1_back_on_the_previous_setting(
     assert running_argv(host) == tuple(previous.argv)
     host.wait_healthy()
     assert load_last_good(host.name) == good
+    # The host's own history: the crash rolled back with its stage, the good setting still last.
+    newest, kept = host_history(host)[:2]
+    assert (newest["outcome"], newest["stage"]) == ("rolled_back", "soak")
+    assert (kept["outcome"], kept["values"]["window"]) == ("kept", 2048)
 
 
 @pytest.mark.timeout(300)
