@@ -145,7 +145,9 @@ class RolloutStep(StrEnum):
     READY = "wait ready"
     SMOKE = "smoke test"
     SETTLE = "first decode"
+    SOAK = "soak"
     REMEMBER = "remember"
+    HISTORY = "history"
     RESTORE = "restore drop-in"
 
 
@@ -203,6 +205,18 @@ class RolloutFinished:
     """The first accept length the new invocation logged (after a successful change)."""
     rollback_error: str | None = None
     duration_s: float = 0.0
+    stage: str | None = None
+    """When the new setting failed: "capture", "startup" (before ready) or "soak" (after)."""
+    ready_to_crash_s: float | None = None
+    """Seconds from the server's "ready to roll" to its crash (a failure after ready)."""
+    soaked_s: float | None = None
+    """The soak the new setting survived (an applied change)."""
+    exception_line: str | None = None
+    """The failing invocation's last exception line (`RuntimeError: …`)."""
+    history_entry: int | None = None
+    """This rollout's entry in the host's history (/var/lib/specops/UNIT/history.json)."""
+    abandoned: tuple[str, ...] = ()
+    """Earlier rollouts this one found abandoned half way in the host's history."""
 
     @property
     def ok(self) -> bool:

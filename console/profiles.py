@@ -77,6 +77,9 @@ class ServiceConfig(_Strict):
     health_path: str = "/health"
     check_flags: bool = True
     """Check flag names against the installed build's `launch_server --help` before applying."""
+    soak_s: float = Field(default=60.0, ge=0, le=86400)
+    """After the smoke test, how long the new invocation must stay up (same InvocationID,
+    NRestarts unchanged, no crash line, /health 200) before the change counts as good."""
 
     @field_validator("unit")
     @classmethod

@@ -56,7 +56,8 @@ def rollout_group(host: str) -> str:
 def outcome_text(result: RolloutFinished) -> str:
     if result.outcome is RolloutOutcome.APPLIED:
         accept = f", accept len {result.accept_len:.2f}" if result.accept_len is not None else ""
-        return f"{result.host}: applied; healthy{accept}"
+        soaked = f", stayed up {result.soaked_s:g}s" if result.soaked_s else ""
+        return f"{result.host}: applied; healthy{accept}{soaked}"
     if result.outcome is RolloutOutcome.ROLLED_BACK:
         return f"{result.host}: rolled back — {result.reason}"
     extra = f" ({result.rollback_error})" if result.rollback_error else ""

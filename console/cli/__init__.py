@@ -20,6 +20,8 @@ from console.cli import (
     audit,
     demo,
     flags,
+    history,
+    rollback,
     snapshot,
     status,
     tail,
@@ -39,6 +41,8 @@ COMMANDS: dict[str, ModuleType] = {
     "trust": trust,
     "flags": flags,
     "set": set_,
+    "rollback": rollback,
+    "history": history,
     "audit": audit,
     "tail": tail,
 }

@@ -1,4 +1,7 @@
-"""`specops flags HOST`: the service's flags, from its effective ExecStart, beside last good."""
+"""`specops flags HOST`: the service's flags, from its effective ExecStart, beside last good.
+
+Last good is the newest kept entry of the host's own history (console/tuning/history.py).
+"""
 
 from __future__ import annotations
 
@@ -25,9 +28,10 @@ from console.profiles import FlagSpec, select
 from console.service.flags import format_value, read_flags
 from console.service.status import read_status
 from console.service.unit import effective_service
-from console.state import load_last_good
 from console.transport import remote
-from console.transport.ssh import Disconnected, RemoteError
+from console.transport.ssh import Disconnected, HostSession, RemoteError
+from console.tuning import history
+from console.tuning.history import HistoryEntry, HistoryError
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -65,6 +69,7 @@ async def cmd_flags(args: argparse.Namespace) -> int:
         cat = await session.run(remote.systemctl_cat(profile.service.unit), timeout=30)
         service = effective_service(cat.stdout)
         values = read_flags(profile.flags, service.argv, service.environment)
+        good = await _last_good(session)
     except Disconnected as exc:
         err.print(str(exc), markup=False)
         return EXIT_UNREACHABLE
@@ -73,7 +78,6 @@ async def cmd_flags(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     finally:
         await session.close()
-    good = load_last_good(profile.name)
     good_values = dict(good.values) if good is not None else {}
     record: dict[str, Any] = {
         "host": profile.name,
@@ -91,7 +95,8 @@ async def cmd_flags(args: argparse.Namespace) -> int:
         "last_good": None
         if good is None
         else {
-            "saved_at": iso(good.saved_at),
+            "saved_at": iso(good.finished_at or good.started_at),
+            "history_entry": good.n,
             "invocation_id": good.invocation_id,
             "values": good_values,
         },
@@ -122,8 +127,19 @@ async def cmd_flags(args: argparse.Namespace) -> int:
         table.add_row(name, escape(value), last, escape(target), _type_text(spec), spec.help)
     out.print(table)
     if good is not None:
-        out.print(f"last good configuration saved {iso(good.saved_at)}", style="dim")
+        when = iso(good.finished_at or good.started_at)
+        out.print(f"last good: history entry {good.n}, kept {when}", style="dim")
     return EXIT_OK
+
+
+async def _last_good(session: HostSession) -> HistoryEntry | None:
+    """The newest kept entry of the host's own history (any console's, any profile's)."""
+    try:
+        entries = await history.load(session, session.profile.service.unit)
+    except HistoryError as exc:
+        err.print(f"{session.profile.name}: {exc}", markup=False)
+        return None
+    return next((e for e in reversed(entries) if e.outcome == "kept"), None)
 
 
 def _type_text(spec: FlagSpec) -> str:

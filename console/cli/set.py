@@ -27,7 +27,6 @@ from console.cli.common import (
     EXIT_USAGE,
     connect,
     err,
-    iso,
     load_profiles,
     out,
     read_only_reason,
@@ -36,14 +35,25 @@ from console.events import RolloutEvent, RolloutFinished, RolloutOutcome, Rollou
 from console.profiles import select
 from console.service.execline import FlagError
 from console.service.flags import format_value
-from console.state import load_last_good
-from console.transport.ssh import Disconnected, HostSession
+from console.transport.ssh import Disconnected, HostSession, RemoteError
+from console.tuning import history
 from console.tuning.plan import Plan, check_arguments, parse_assignments, read_plan
 from console.tuning.rollout import Rollout, RolloutOptions
 
 EXCERPT_SHOWN = 25
 WAITING_EVERY_S = 15.0
 INTERRUPT_CONFIRM_S = 5.0
+
+
+def soak_seconds(text: str) -> float:
+    """`--soak S`: a finite, non-negative number of seconds (at most a day)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value <= 86400:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"{text!r}: must be between 0 and 86400 seconds")
+    return value
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -56,6 +66,13 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     change.add_argument("assignments", nargs="+", metavar="NAME=VALUE")
     change.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     change.add_argument("--dry-run", action="store_true", help="show the diff; change nothing")
+    change.add_argument(
+        "--soak",
+        type=soak_seconds,
+        metavar="S",
+        help="seconds the new invocation must stay up after the smoke test "
+        "(default: the profile's service.soak_s)",
+    )
     change.add_argument(
         "--no-rollback", action="store_true", help="leave a failing setting in place"
     )
@@ -117,11 +134,17 @@ def _say(text: str) -> None:
 
 def _report(result: RolloutFinished, plan: Plan) -> None:
     name = result.host
+    for note in result.abandoned:
+        err.print(
+            f"[yellow]{name}: {escape(note)}[/yellow]; `specops history {name}` shows it",
+            soft_wrap=True,
+        )
     if result.outcome is RolloutOutcome.APPLIED:
         accept = f", accept len {result.accept_len:.2f}" if result.accept_len is not None else ""
+        soaked = f", stayed up {result.soaked_s:g}s" if result.soaked_s else ""
         _say(
             f"[green]{name}: applied[/green] {escape(plan.summary())}; healthy "
-            f"(invocation {result.invocation_id[:12]}){accept}"
+            f"(invocation {result.invocation_id[:12]}){accept}{soaked}"
         )
         return
     if result.excerpt:
@@ -138,10 +161,8 @@ def _report(result: RolloutFinished, plan: Plan) -> None:
     _say(f"[red]{name}: FAILED[/red]: {escape(result.reason)}")
     if result.rollback_error:
         _say(f"{name}: {escape(result.rollback_error)}")
-    good = load_last_good(name)
-    if good is not None and result.failed_invocation and dict(good.values) != result.flags:
-        restore = " ".join(f"{k}={format_value(v)}" for k, v in good.values.items())
-        _say(f"last good ({iso(good.saved_at)}): specops set {name} {escape(restore)}")
+    if result.failed_invocation:
+        _say(f"back to the last good configuration: specops rollback {name}")
 
 
 async def cmd_set(args: argparse.Namespace) -> int:
@@ -179,8 +200,37 @@ async def _set(session: HostSession, args: argparse.Namespace, changes: dict[str
         err.print(f"specops: {profile.name}: {exc}", markup=False)
         return EXIT_USAGE
     if not plan.changed:
+        await _report_abandoned(session, dry_run=args.dry_run)
         _say(f"{profile.name}: nothing to change ({escape(plan.summary())})")
         return EXIT_OK
+    return await run_plan(session, plan, args)
+
+
+async def _report_abandoned(session: HostSession, *, dry_run: bool) -> None:
+    """A change killed half way is reported by the next run, even one with nothing to do."""
+    unit = session.profile.service.unit
+    try:
+        if dry_run:
+            entries = [e for e in await history.load(session, unit) if e.outcome == "started"]
+        else:
+            entries = await history.settle_abandoned(session, unit)
+    except (history.HistoryError, RemoteError) as exc:
+        err.print(f"{session.profile.name}: {exc}", markup=False)
+        return
+    for entry in entries:
+        note = history.abandoned_note(entry)
+        err.print(
+            f"[yellow]{session.profile.name}: {escape(note)}[/yellow]; "
+            f"`specops history {session.profile.name}` shows it",
+            soft_wrap=True,
+        )
+
+
+async def run_plan(
+    session: HostSession, plan: Plan, args: argparse.Namespace, *, kind: str = "change"
+) -> int:
+    """Diff, build check, confirm, then the rollout (also `specops rollback`'s way)."""
+    profile = session.profile
     _print_diff(plan)
     _say(f"{profile.name}: {escape(plan.summary())}")
     if profile.service.check_flags:
@@ -192,11 +242,16 @@ async def _set(session: HostSession, args: argparse.Namespace, changes: dict[str
         if checked:
             err.print(f"  [green]✓[/green] the build knows {escape(', '.join(checked))}")
     if args.dry_run:
-        out.print(f"dry run: would write {plan.dropin_path}:", style="dim", soft_wrap=True)
-        out.print(plan.dropin, markup=False, highlight=False, soft_wrap=True)
+        if plan.dropin is None:
+            out.print(f"dry run: would remove {plan.dropin_path}", style="dim", soft_wrap=True)
+        else:
+            out.print(f"dry run: would write {plan.dropin_path}:", style="dim", soft_wrap=True)
+            out.print(plan.dropin, markup=False, highlight=False, soft_wrap=True)
+        soak_s = profile.service.soak_s if args.soak is None else args.soak
         out.print(
             f"then daemon-reload, restart {plan.unit}, wait up to "
-            f"{profile.service.ready_timeout_s:.0f}s for health, smoke test. Nothing was changed.",
+            f"{profile.service.ready_timeout_s:.0f}s for health, smoke test, soak {soak_s:g}s. "
+            "Nothing was changed.",
             style="dim",
             soft_wrap=True,
         )
@@ -211,7 +266,7 @@ async def _set(session: HostSession, args: argparse.Namespace, changes: dict[str
             err.print("not applied")
             return EXIT_FAILED
     printer = ProgressPrinter()
-    options = RolloutOptions(rollback=not args.no_rollback)
+    options = RolloutOptions(rollback=not args.no_rollback, soak_s=args.soak, kind=kind)
     rollout = asyncio.ensure_future(Rollout(session, plan, on_event=printer, options=options).run())
     with _interrupt_twice(rollout, printer, profile.name):
         try:

@@ -100,6 +100,16 @@ def _split_files(text: str) -> tuple[list[tuple[str, list[str]]], list[str]]:
     return files, problems
 
 
+def without_file(text: str, path: str) -> str:
+    """`systemctl cat` output as it would read without the file `path` (e.g. our drop-in)."""
+    files, _ = _split_files(text)
+    return "".join(
+        f"# {name}\n" + "".join(f"{line}\n" for line in lines)
+        for name, lines in files
+        if name != path
+    )
+
+
 def _logical_lines(lines: list[str]) -> Iterator[str]:
     """Join `\\` continuations and drop comments, as systemd's config_parse() does.
 

@@ -45,6 +45,7 @@ keepalive_count_max = 3
 unit = "sglang-k26-ddtree.service"
 port = 30001
 ready_timeout_s = {ready_timeout}
+soak_s = {soak:g}
 smoke = {{ prompt = "2+2=", expect = "4", max_tokens = 8 }}
 
 [journal]
@@ -111,6 +112,7 @@ def render_profile(
     keepalive: float,
     ready_timeout: float,
     package: Path,
+    soak: float = 60.0,
     host: str = "127.0.0.1",
     proxy_jump: str | None = None,
     comment: str = DEMO_COMMENT,
@@ -127,6 +129,7 @@ def render_profile(
         keepalive=keepalive,
         ssh_extra=f'proxy_jump = "{proxy_jump}"\n' if proxy_jump else "",
         ready_timeout=ready_timeout,
+        soak=soak,
         package=package,
     )
 
@@ -150,6 +153,7 @@ class SimFleet:
         timing: Timing = Timing(),
         untrusted: frozenset[str] = frozenset(),
         keepalive_s: float = 5.0,
+        soak_s: float | None = None,
     ) -> None:
         if not 1 <= hosts <= 64:
             raise ValueError("a simulated fleet has 1 to 64 hosts")
@@ -161,6 +165,8 @@ class SimFleet:
         self.untrusted = untrusted
         """Hosts whose key is left out of known_hosts (to show a refused host key)."""
         self.keepalive_s = keepalive_s
+        self.soak_s = max(1.0, timing.decode_interval_s * 10) if soak_s is None else soak_s
+        """The profiles' `service.soak_s`: ten decode lines by default."""
         self.hosts: dict[str, SimHost] = {}
 
     @property
@@ -199,6 +205,7 @@ class SimFleet:
                     ssh_config=d / "ssh_config",
                     keepalive=self.keepalive_s,
                     ready_timeout=max(30.0, self.timing.load_s * 10),
+                    soak=self.soak_s,
                     package=d / "package",
                 )
             )

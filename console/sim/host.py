@@ -27,6 +27,7 @@ from console.sim import load
 from console.sim.http import serve_http
 from console.sim.journal import SimJournal
 from console.sim.sglang import Timing, help_text, seed_bench_files
+from console.sim.shell import sh
 from console.sim.systemd import SimUnit
 
 log = logging.getLogger(__name__)
@@ -490,4 +491,5 @@ COMMANDS: dict[str, Handler] = {
     "mv": _mv,
     "rm": _rm,
     "mkdir": _mkdir,
+    "sh": sh,
 }

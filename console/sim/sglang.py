@@ -6,7 +6,8 @@ CUDA graphs, and then logs decode lines whose numbers follow the configuration:
 
 - budget ≤ 8 with CUDA graphs: accept len ≈ 4.3–4.5, high throughput;
 - budget > 8 without CUDA graphs: accept len ≈ 5.3–6.4 at lower throughput;
-- budget > 8 with CUDA graphs: an illegal memory access during graph capture (a crash);
+- budget > 8 with CUDA graphs: an illegal memory access during graph capture, or a few
+  decode batches after ready; cuBLAS and OOM minutes later (`console.sim.failures`);
 - budget ≥ 32: the server runs but answers garbage (the smoke test must catch it).
 
 The same core runs in-process behind the simulated SSH host and as a real process under
@@ -22,8 +23,10 @@ import math
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from console.sim.failures import SIGQUIT_RUNNING, FailurePlan, FailureTiming
 
 Emit = Callable[[str, int], None]
 """(message, syslog priority) -> None."""
@@ -106,6 +109,8 @@ class Timing:
     """Model load time (real models: minutes)."""
     decode_interval_s: float = 1.0
     """Seconds between decode log lines."""
+    failures: FailureTiming = field(default_factory=FailureTiming)
+    """When crashing configurations crash (capture, N batches after ready, minutes later)."""
 
 
 def parse_command(argv: Sequence[str], env: Mapping[str, str]) -> SimConfig:
@@ -142,6 +147,9 @@ class SimSGLang:
         self._accept_sum = 0.0
         self._accept_n = 0
         self._last_tps = 0.0
+        self.failures: FailurePlan | None = None
+        self.ready_at: float | None = None
+        """time.monotonic() when the server said it was ready."""
 
     # --- logging -----------------------------------------------------------------------
 
@@ -168,6 +176,14 @@ class SimSGLang:
             return 2
         cfg = self.config
         a = cfg.args
+        self.failures = FailurePlan(
+            self.timing.failures,
+            budget=cfg.budget,
+            cuda_graph=cfg.cuda_graph,
+            max_running=cfg.max_running,
+            mem_fraction=a.mem_fraction_static,
+            rng=self.rng,
+        )
         self.log(
             "server_args=ServerArgs("
             f"model_path='{a.model_path}', tp_size={a.tp_size}, port={a.port}, "
@@ -199,7 +215,7 @@ class SimSGLang:
                 "Capture cuda graph begin. This can take up to several minutes. avail mem=27.61 GB"
             )
             await asyncio.sleep(load * 0.2)
-            if cfg.budget > 8:
+            if self.failures.crash_in_capture:
                 return self._crash_in_capture()
             self.log(
                 f"Capture cuda graph end. Time elapsed: {load * 0.2:.2f} s. "
@@ -216,6 +232,7 @@ class SimSGLang:
         )
         await asyncio.sleep(load * 0.1)
         self.ready = True
+        self.ready_at = time.monotonic()
         self.log("The server is fired up and ready to roll!", rank=False)
         self._write_bench()
         return await self._serve()
@@ -262,7 +279,8 @@ class SimSGLang:
 
     async def _serve(self) -> int:
         cfg = self.config
-        assert cfg is not None
+        plan = self.failures
+        assert cfg is not None and plan is not None and self.ready_at is not None
         n = 0
         while True:
             await asyncio.sleep(self.timing.decode_interval_s)
@@ -272,20 +290,21 @@ class SimSGLang:
             self._accept_sum += al
             self._accept_n += 1
             self._last_tps = tps
-            running = self.rng.randint(max(1, cfg.max_running // 4), cfg.max_running)
-            tokens = running * self.rng.randint(900, 1400)
+            since_ready = time.monotonic() - self.ready_at
+            load = plan.load(since_ready)
+            running, tokens, capacity = load.running, load.tokens, load.capacity
             rate = (al - 1) / max(1, cfg.budget)
             graph = "True" if cfg.cuda_graph else "False"
             if n % 10 == 1:
                 self.log(
                     f"Prefill batch, #new-seq: 1, #new-token: {self.rng.randint(80, 900)}, "
-                    f"#cached-token: 0, token usage: {tokens / 1933682:.2f}, "
+                    f"#cached-token: 0, token usage: {tokens / capacity:.2f}, "
                     f"#running-req: {running - 1}, #queue-req: 0, #pending-token: 0, "
                     f"cuda graph: {graph}, input throughput (token/s): {tps * 3:.2f}"
                 )
             self.log(
                 f"Decode batch, #running-req: {running}, #token: {tokens}, "
-                f"token usage: {tokens / 1933682:.2f}, accept len: {al:.2f}, "
+                f"token usage: {min(1.0, tokens / capacity):.2f}, accept len: {al:.2f}, "
                 f"accept rate: {rate:.2f}, cuda graph: {graph}, "
                 f"gen throughput (token/s): {tps:.2f}, #queue-req: {self.rng.randint(0, 2)}"
             )
@@ -295,6 +314,16 @@ class SimSGLang:
                     f"tree_nodes={cfg.budget + 1} depth={min(cfg.budget, 15)} "
                     f"effective_tps={tps * al / 4:.1f}"
                 )
+            crash = plan.crash_after_batch(n, load, since_ready)
+            if crash is not None:
+                return self._crash_serving(crash)
+
+    def _crash_serving(self, traceback: str) -> int:
+        """A scheduler exception once serving: SIGQUIT to the parent, kill_process_tree."""
+        self.log(traceback, priority=3)
+        self.ready = False
+        self.log(SIGQUIT_RUNNING, priority=3, rank=False)
+        return CRASH_EXIT
 
     # --- HTTP ----------------------------------------------------------------------------
 

@@ -7,7 +7,8 @@ is a real socket, and a crash is a real SIGKILL that `Restart=on-failure` reacts
 logs and how it behaves by its flags is `console.sim.sglang.SimSGLang`'s, unchanged.
 
 Environment: `SPECOPS_SIM_LOAD_S` (model load time, seconds), `SPECOPS_SIM_DECODE_S`
-(seconds between decode lines), `SPECOPS_SIM_BENCH_DIR` (default /root/bench_results_opt).
+(seconds between decode lines), `SPECOPS_SIM_BENCH_DIR` (default /root/bench_results_opt), and
+the failure timeline's `SPECOPS_SIM_<FIELD>` knobs (`console.sim.failures.FailureTiming`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from console.sim.failures import failure_timing_from_env
 from console.sim.http import serve_http
 from console.sim.sglang import ArgumentError, SimSGLang, Timing, help_text, parse_command
 
@@ -48,6 +50,7 @@ def timing_from_env(env: Mapping[str, str]) -> Timing:
     return Timing(
         load_s=seconds(LOAD_ENV, default.load_s),
         decode_interval_s=seconds(DECODE_ENV, default.decode_interval_s),
+        failures=failure_timing_from_env(env),
     )
 
 

@@ -200,6 +200,16 @@ def read_file(path: str) -> Command:
     return Command(("cat", "--", _abs_path(path)), privileged=True)
 
 
+READ_IF_EXISTS = 'test ! -e "$1" || exec cat -- "$1"'
+"""The one shell script specops sends: `cat`, but exit 0 with no output for a missing file (the
+host's history before specops first wrote it), so an absent file is no failed command."""
+
+
+def read_if_exists(path: str) -> Command:
+    """`sh -c READ_IF_EXISTS sh PATH`: the path travels as `$1`, never inside the script."""
+    return Command(("sh", "-c", READ_IF_EXISTS, "sh", _abs_path(path)), privileged=True)
+
+
 def make_dirs(path: str) -> Command:
     return Command(("mkdir", "-p", "--", _abs_path(path)), privileged=True)
 

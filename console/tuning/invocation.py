@@ -5,13 +5,15 @@ After a restart the only trustworthy news about the new server is in its own jou
 long before `/health` could say anything. `InvocationWatch` follows the unit's journal from a
 cursor taken *before* the restart (so nothing between the restart and the follow is lost),
 keeps the lines, and for the invocation in focus reports the first crash signature, what
-the server was doing at the time, and the first accept length it logged.
+the server was doing at the time, the first and the latest accept length it logged, and
+(by the journal's own timestamps) how long after "ready to roll" it died.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections import deque
 from collections.abc import Callable, Iterable
 
@@ -30,6 +32,8 @@ from console.watch.sglang import (
 )
 
 _RANK = {name: i for i, (name, _) in enumerate(CRASH_SIGNATURES)}
+EXCEPTION_RE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit)\b:? ")
+"""A traceback's last line: `torch.AcceleratorError: CUDA error: …`, `RuntimeError: …`."""
 MAX_KEPT = 50_000
 
 
@@ -77,6 +81,13 @@ class InvocationWatch:
         self.crash_phase: str | None = None
         self.phase = "starting"
         self.accept_len: float | None = None
+        self.last_accept_len: float | None = None
+        self.ready_at: float | None = None
+        """Journal time (epoch seconds) of the server's "ready to roll" line."""
+        self.crash_at: float | None = None
+        """Journal time of the first crash signature."""
+        self.exception_line: str | None = None
+        """The last line that names a Python exception (`SomeError: …`)."""
         self.lines: list[str] = []
         """The focused invocation's lines so far (systemd's own lines about it included)."""
         self._inside = False
@@ -114,18 +125,28 @@ class InvocationWatch:
                 continue  # systemd's lines about an older invocation
             for message in (entry.message, *entry.continuation):
                 fresh.append(message)
-                self._observe(message)
+                self._observe(message, entry.timestamp)
         if fresh:
             self.lines.extend(fresh)
             if self._on_lines is not None and self.target is not None:
                 self._on_lines(self.target, fresh)
             self.changed.set()
 
-    def _observe(self, message: str) -> None:
+    @property
+    def ready_to_crash_s(self) -> float | None:
+        """Seconds from "ready to roll" to the first crash line (None: not both seen)."""
+        if self.ready_at is None or self.crash_at is None:
+            return None
+        return max(0.0, self.crash_at - self.ready_at)
+
+    def _observe(self, message: str, timestamp: float) -> None:
+        if EXCEPTION_RE.match(message):
+            self.exception_line = message.strip()
         signature = crash_signature(message)
         if signature is not None:
             if self.signature is None:
                 self.crash_phase = self.phase
+                self.crash_at = timestamp
             if self.signature is None or _RANK[signature] < _RANK[self.signature]:
                 self.signature = signature  # the most specific one names the crash
                 self.crash_line = message
@@ -134,6 +155,10 @@ class InvocationWatch:
         if phase is None:
             return
         self.phase = phase
+        if phase == "serving" and self.ready_at is None:
+            self.ready_at = timestamp
         parsed = parse_line(message) if phase == "decoding" else None
-        if isinstance(parsed, DecodeBatch) and self.accept_len is None:
-            self.accept_len = parsed.accept_len
+        if isinstance(parsed, DecodeBatch) and parsed.accept_len is not None:
+            self.last_accept_len = parsed.accept_len
+            if self.accept_len is None:
+                self.accept_len = parsed.accept_len

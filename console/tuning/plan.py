@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from console.profiles import FlagValue, Profile
 from console.service.execline import FlagError
 from console.service.flags import apply_flags, diff_argv, format_value, read_flags, validate_value
-from console.service.unit import ServiceExec, dropin_for, dropin_path, effective_service
+from console.service.unit import (
+    ServiceExec,
+    dropin_for,
+    dropin_path,
+    effective_service,
+    without_file,
+)
 from console.transport import remote
 from console.transport.ssh import HostSession
 
@@ -65,7 +71,8 @@ class Plan:
     new_environment: Mapping[str, str]
     diff: str
     """A unified diff of the command line and flag variables; "" when nothing changes."""
-    dropin: str
+    dropin: str | None
+    """specops' new drop-in; None removes it (`specops rollback --original`)."""
     dropin_path: str
 
     @property
@@ -111,6 +118,42 @@ def make_plan(profile: Profile, cat_text: str, changes: Mapping[str, FlagValue])
         diff=diff,
         dropin=dropin_for(profile.flags, service, new_argv, new_env),
         dropin_path=dropin_path(unit),
+    )
+
+
+def original_plan(profile: Profile, cat_text: str) -> Plan:
+    """Pure: the plan that removes specops' drop-in, back to the unit's own configuration."""
+    unit = profile.service.unit
+    path = dropin_path(unit)
+    service = effective_service(cat_text)
+    command = service.require_rewritable()
+    original = effective_service(without_file(cat_text, path))
+    target = original.require_rewritable()
+    old_env, new_env = dict(service.environment), dict(original.environment)
+    old_values = read_flags(profile.flags, command.argv, old_env)
+    new_values = read_flags(profile.flags, target.argv, new_env)
+    managed = {s.env for s in profile.flags.values() if s.env is not None}
+    diff = diff_argv(
+        command.argv,
+        target.argv,
+        old_env={k: v for k, v in old_env.items() if k in managed},
+        new_env={k: v for k, v in new_env.items() if k in managed},
+        prefix=command.prefix,
+    )
+    if not diff and path in service.files:
+        diff = f"--- {path}\n+++ (removed)\n"  # same command, but our drop-in goes
+    return Plan(
+        host=profile.name,
+        unit=unit,
+        changes={},
+        service=service,
+        old_values=old_values,
+        new_values=new_values,
+        new_argv=tuple(target.argv),
+        new_environment=new_env,
+        diff=diff,
+        dropin=None,
+        dropin_path=path,
     )
 
 

@@ -9,7 +9,8 @@ record InvocationID, NRestarts, the current drop-in and a journal cursor → wri
 to a temp name and rename it → daemon-reload → check NeedDaemonReload=no → restart → wait for
 a new InvocationID → watch that invocation's journal for crash signatures while polling
 `/health` through the SSH connection → smoke completion → wait for the first decode line →
-remember the configuration as the host's last good one.
+soak for `service.soak_s` (console/tuning/soak.py) → remember the configuration as the host's
+last good one (only a soaked change becomes one).
 
 Any failure (a crash signature, the unit failed, systemd restarting it, no health before
 `ready_timeout_s`, a wrong smoke answer) keeps the failing journal excerpt and rolls back:
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import posixpath
 import time
 from collections.abc import Callable
@@ -39,9 +41,11 @@ from console.service.unit import effective_service
 from console.state import LastGood, save_last_good
 from console.transport import http, remote
 from console.transport.ssh import Disconnected, HostSession, RemoteError, Result
+from console.tuning.history import HistoryError, Recorder, abandoned_note
 from console.tuning.invocation import InvocationWatch
 from console.tuning.plan import Plan
 from console.tuning.smoke import server_api_key, smoke_completion
+from console.tuning.soak import soak, stage_of
 from console.watch.journal import decode_entry
 from console.watch.signatures import CRASH_SIGNATURES, crash_signature
 
@@ -59,10 +63,26 @@ class RolloutOptions:
     """Overrides the profile's `service.ready_timeout_s`."""
     settle_s: float = 15.0
     """After the smoke test, how long to wait for the first decode line (its accept length)."""
+    soak_s: float | None = None
+    """Overrides the profile's `service.soak_s` (`specops set --soak S`)."""
     invocation_timeout_s: float = 90.0
     reconnect_s: float = 30.0
     """How long a dropped SSH link may take to come back before the rollout gives up."""
     excerpt_lines: int = 80
+    kind: str = "change"
+    """What the host's history calls this rollout: "change" or "rollback" (`specops rollback`)."""
+
+
+CRASH_LINE_WAIT_S = 3.0
+"""After systemd says the server died, how long its crash lines may take to arrive."""
+
+
+async def _crash_line(watch: InvocationWatch, timeout: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            while watch.signature is None:
+                watch.changed.clear()
+                await watch.changed.wait()
 
 
 class _Failure(Exception):
@@ -99,6 +119,17 @@ class Rollout:
         self._watch: InvocationWatch | None = None
         self._rollback = False
         self._current = RolloutStep.RECORD
+        self._restarts = 0
+        self._ready = False
+        self._history = Recorder(session, plan, options.kind)
+        self._abandoned: tuple[str, ...] = ()
+        self._failed_restarts: int | None = None
+
+    @property
+    def soak_s(self) -> float:
+        if self.options.soak_s is not None:
+            return self.options.soak_s
+        return self.profile.service.soak_s
 
     @property
     def ready_timeout_s(self) -> float:
@@ -164,10 +195,29 @@ class Rollout:
     async def run(self) -> RolloutFinished:
         self._t0 = time.monotonic()
         try:
-            return await self._run()
+            result = await self._run()
         finally:
             if self._watch is not None:
                 await self._watch.stop()
+        result = await self._record_outcome(result)
+        self._emit(result)
+        return result
+
+    async def _record_outcome(self, result: RolloutFinished) -> RolloutFinished:
+        """Rewrite this rollout's history entry on the host with how it ended."""
+        fields: dict[str, Any] = {"abandoned": self._abandoned}
+        self._rollback = False  # the record is the rollout's, not the rollback's
+        if self._history.entry is not None:
+            self._step(RolloutStep.HISTORY, "running")
+            try:
+                entry = await self._history.end(result, self._failed_restarts)
+            except (HistoryError, RemoteError) as exc:
+                self._step(RolloutStep.HISTORY, "failed", f"the outcome is not recorded: {exc}")
+            else:
+                fields["history_entry"] = entry.n
+                where = self._history.path
+                self._step(RolloutStep.HISTORY, "ok", f"entry {entry.n} {entry.outcome}: {where}")
+        return dataclasses.replace(result, **fields)
 
     async def _run(self) -> RolloutFinished:
         try:
@@ -182,6 +232,7 @@ class Rollout:
             invocation = await self._restart_and_wait(old_invocation)
             await self._smoke()
             accept_len = await self._settle(invocation)
+            await self._soak(invocation)
         except (_Failure, RemoteError) as exc:
             failure = exc if isinstance(exc, _Failure) else _Failure(str(exc))
             return await self._fail(failure, previous)
@@ -191,6 +242,7 @@ class Rollout:
             invocation_id=invocation,
             flags=dict(self.plan.new_values),
             accept_len=accept_len,
+            soaked_s=self.soak_s,
         )
 
     async def _record(self) -> tuple[str, str | None, str | None]:
@@ -207,6 +259,7 @@ class Rollout:
         cursor = entries[-1].cursor if entries else None
         healthy, _ = await self._health()
         invocation = props.get("InvocationID", "")
+        await self._begin_history(cat.stdout)
         self._step(
             RolloutStep.RECORD,
             "ok",
@@ -215,6 +268,19 @@ class Rollout:
             f", {'healthy' if healthy else 'not healthy'} before the change",
         )
         return invocation, previous, cursor
+
+    async def _begin_history(self, cat_text: str) -> None:
+        """Record the change on the host before anything changes; report abandoned ones."""
+        try:
+            abandoned = await self._history.begin(cat_text)
+        except HistoryError as exc:
+            raise _Failure(str(exc)) from None
+        self._abandoned = tuple(abandoned_note(e) for e in abandoned)
+        for note in self._abandoned:
+            self._step(RolloutStep.HISTORY, "failed", note)
+        entry = self._history.entry
+        assert entry is not None
+        self._step(RolloutStep.HISTORY, "ok", f"entry {entry.n} started: {self._history.path}")
 
     async def _install(self, text: str | None) -> None:
         """Write (or with None remove) our drop-in atomically, daemon-reload, verify."""
@@ -288,6 +354,8 @@ class Rollout:
                 raise _Failure("systemd started no new invocation after the restart")
             await asyncio.sleep(min(self.options.poll_s, 0.5))
         restarts = int(props.get("NRestarts") or 0)
+        self._restarts = restarts
+        self._ready = False
         self._watch.focus(invocation)
         self._step(RolloutStep.INVOCATION, "ok", invocation)
         await self._wait_ready(invocation, restarts, started)
@@ -340,6 +408,7 @@ class Rollout:
         elapsed = time.monotonic() - started
         timeout = self.ready_timeout_s
         if healthy:
+            self._ready = True
             self._step(RolloutStep.READY, "ok", f"healthy after {elapsed:.0f}s")
             return True
         if elapsed > timeout:
@@ -392,6 +461,45 @@ class Rollout:
             self._step(RolloutStep.SETTLE, "ok", f"accept len {watch.accept_len:.2f}")
         return watch.accept_len
 
+    async def _soak(self, invocation: str) -> None:
+        """Keep watching the new invocation for `soak_s`; then /health must still be 200."""
+        watch = self._watch
+        assert watch is not None
+        seconds = self.soak_s
+        if seconds <= 0:
+            self._step(RolloutStep.SOAK, "skipped", "soak_s = 0")
+            return
+        self._step(RolloutStep.SOAK, "running", f"{seconds:g}s")
+
+        async def check() -> None:
+            self._check_crash()
+            props = await self._show()
+            restarts = int(props.get("NRestarts") or 0)
+            if props.get("InvocationID") != invocation or restarts > self._restarts:
+                raise _Failure(
+                    f"systemd restarted the server during the soak (NRestarts "
+                    f"{self._restarts} → {restarts})",
+                    phase=watch.phase,
+                )
+            if props.get("ActiveState") != "active":
+                raise _Failure(
+                    f"the server stopped during the soak ({props.get('ActiveState')}, "
+                    f"Result={props.get('Result')})",
+                    phase=watch.phase,
+                )
+
+        def report(countdown: str) -> None:
+            self._step(RolloutStep.SOAK, "waiting", countdown)
+
+        await soak(watch, seconds, poll_s=self.options.poll_s, check=check, report=report)
+        healthy, detail = await self._health()
+        self._check_crash()
+        if not healthy:
+            raise _Failure(f"not healthy at the end of the soak ({detail})", phase=watch.phase)
+        accept = watch.last_accept_len
+        tail = f", accept len {accept:.2f}" if accept is not None else ""
+        self._step(RolloutStep.SOAK, "ok", f"{seconds:g}s on invocation {invocation[:12]}{tail}")
+
     def _remember(self, invocation: str) -> None:
         record = LastGood(
             host=self.plan.host,
@@ -415,22 +523,43 @@ class Rollout:
         watch = self._watch
         failed = watch.target if watch is not None else None
         self._step(self._current, "failed", failure.reason)
+        if watch is not None and self._restarted and failure.signature is None:
+            # systemd may report the dead server before its last lines reach the journal
+            # follower: wait briefly for them, so the crash is named and timed.
+            await _crash_line(watch, CRASH_LINE_WAIT_S)
+            if watch.signature is not None:
+                failure = _Failure(
+                    f"{failure.reason}; crash: {watch.signature} during {watch.crash_phase}: "
+                    f"{watch.crash_line}",
+                    signature=watch.signature,
+                    phase=watch.crash_phase,
+                )
         excerpt = await self._excerpt(failed)
         signature = failure.signature
         for line in excerpt:  # the whole traceback may name the crash more precisely
             found = crash_signature(line)
             if found is not None and (signature is None or _RANK[found] < _RANK[signature]):
                 signature = found
+        ready = self._ready or (watch is not None and watch.ready_at is not None)
+        stage = stage_of(failure.phase, ready) if self._restarted else None
+        ready_to_crash = watch.ready_to_crash_s if watch is not None and ready else None
+        reason = failure.reason
+        if stage is not None:
+            after = f", {ready_to_crash:.1f}s after ready" if ready_to_crash is not None else ""
+            reason = f"{reason} [{stage}{after}]"
         report: dict[str, Any] = {
-            "reason": failure.reason,
+            "reason": reason,
             "signature": signature,
             "phase": failure.phase,
             "excerpt": excerpt,
             "failed_invocation": failed,
+            "stage": stage,
+            "ready_to_crash_s": ready_to_crash,
+            "exception_line": watch.exception_line if watch is not None else None,
         }
         if not self._touched:
             return self._finished(
-                RolloutOutcome.FAILED, **{**report, "reason": f"{failure.reason}; nothing changed"}
+                RolloutOutcome.FAILED, **{**report, "reason": f"{reason}; nothing changed"}
             )
         if not self.options.rollback:
             return self._finished(
@@ -444,9 +573,17 @@ class Rollout:
             if not await self.session.wait_connected(self.options.reconnect_s):
                 raise Disconnected(self.plan.host, "not connected")
             await self._install(previous)
-            current = (await self._show()).get("InvocationID", "")
+            props = await self._show()
+            current = props.get("InvocationID", "")
             if self._restarted:
-                self._step(RolloutStep.RESET_FAILED, "running")
+                self._failed_restarts = int(props.get("NRestarts") or 0)
+                exception = report["exception_line"] or "none logged"
+                self._step(
+                    RolloutStep.RESET_FAILED,
+                    "running",
+                    f"recorded first: NRestarts {self._failed_restarts}, last exception: "
+                    f"{exception}",
+                )
                 await self.session.run(remote.systemctl_reset_failed(self.unit))
                 self._step(RolloutStep.RESET_FAILED, "ok")
                 invocation = await self._restart_and_wait(current)
@@ -481,12 +618,10 @@ class Rollout:
     def _finished(
         self, outcome: RolloutOutcome, reason: str = "", **fields: Any
     ) -> RolloutFinished:
-        finished = RolloutFinished(
+        return RolloutFinished(
             host=self.plan.host,
             outcome=outcome,
             reason=reason,
             duration_s=time.monotonic() - self._t0,
             **fields,
         )
-        self._emit(finished)
-        return finished

@@ -72,7 +72,7 @@ async def test_set_budget_16_without_graphs_applies_and_reports_the_new_accept_l
     assert await cli_set.cmd_set(args) == 0
     out = capsys.readouterr().out
     assert "b300: applied budget 8 → 16, cuda_graph on → off; healthy" in out
-    accept = float(out.rsplit("accept len ", 1)[1].split()[0])
+    accept = float(out.rsplit("accept len ", 1)[1].split()[0].rstrip(","))
     assert 5.3 <= accept <= 6.4  # budget 16 without graphs, not the old invocation's ~4.4
     flags = parse_args(["flags", "b300", "--json"])
     flags.profiles = profiles
@@ -104,6 +104,27 @@ async def test_set_budget_32_is_rolled_back_on_the_wrong_smoke_answer(
     out = capsys.readouterr().out
     assert "b300: rolled back: smoke test: '2+2=' answered" in out and "expected '4'" in out
     assert "back on budget=8 topk=4 cuda_graph=off" in out
+
+
+async def test_soak_flag_sets_how_long_the_change_must_stay_up(
+    sim: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = parse_args(["set", "b300", "budget=4", "--soak", "2.5", "--yes"])
+    args.profiles = str(sim.profiles_dir)
+    assert await cli_set.cmd_set(args) == 0
+    captured = capsys.readouterr()
+    assert "stayed up 2.5s" in captured.out
+    assert "soak  2.5s on invocation" in captured.err
+
+
+@pytest.mark.parametrize("soak", ["-1", "nan", "inf", "soon"])
+def test_a_bad_soak_is_refused_before_any_host_is_contacted(
+    soak: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse_args(["set", "b300", "budget=4", "--soak", soak, "--yes"])
+    assert exited.value.code == 2
+    assert "--soak" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -103,6 +103,7 @@ async def test_budget_16_without_cuda_graphs_ends_healthy_on_the_new_setting(
         assert result.outcome is RolloutOutcome.APPLIED, result.reason
         assert result.flags["budget"] == 16 and result.flags["cuda_graph"] is False
         assert steps(events, rollback=False) == [
+            RolloutStep.HISTORY,  # entry N started
             RolloutStep.RECORD,
             RolloutStep.WRITE,
             RolloutStep.DAEMON_RELOAD,
@@ -112,7 +113,9 @@ async def test_budget_16_without_cuda_graphs_ends_healthy_on_the_new_setting(
             RolloutStep.READY,
             RolloutStep.SMOKE,
             RolloutStep.SETTLE,
+            RolloutStep.SOAK,
             RolloutStep.REMEMBER,
+            RolloutStep.HISTORY,  # entry N kept
         ]
         # The accept length is the new invocation's (budget 16, eager: 5.3–6.4).
         assert result.accept_len is not None and 5.3 <= result.accept_len <= 6.4
@@ -123,7 +126,9 @@ async def test_budget_16_without_cuda_graphs_ends_healthy_on_the_new_setting(
         assert "ExecStart=\n" in dropin and "--speculative-num-draft-tokens 16" in dropin
         assert "--disable-cuda-graph" in dropin
         assert not any(p.name.endswith(".tmp") for p in host.local(DROPIN).parent.iterdir())
-        written = [c for c in host.commands if c.startswith(("tee ", "mv "))]
+        written = [
+            c for c in host.commands if c.startswith(("tee ", "mv ")) and "/etc/systemd" in c
+        ]
         assert written[0].startswith(f"tee -- /etc/systemd/system/{UNIT}.d/.zz-specops.conf.tmp")
         assert written[1] == (
             f"mv -f -- /etc/systemd/system/{UNIT}.d/.zz-specops.conf.tmp {DROPIN}"
@@ -231,6 +236,7 @@ async def test_sudo_mode_sends_every_privileged_command_through_sudo(
             " ".join(c.split()[3:5]) if " systemctl " in c else c.split()[3] for c in privileged
         }
         assert verbs == {
+            "sh",  # reads the host's history, /var/lib/specops/UNIT/history.json
             "mkdir",
             "tee",
             "mv",

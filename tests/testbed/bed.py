@@ -120,6 +120,7 @@ class Testbed:
             ssh_config=self.directory / "ssh_config",
             keepalive=1.0,
             ready_timeout=60.0,
+            soak=3.0,
             package=self.directory / "package",
             proxy_jump=proxy_jump,
         )
@@ -150,6 +151,9 @@ class Testbed:
                 host.wait_booted()
             host.link_up()
             host.run("systemctl", "stop", layout.SEQ_UNIT, check=False)
+            history = host.directory / "var-lib-specops"  # what the console recorded there
+            for entry in history.iterdir() if history.is_dir() else ():
+                shutil.rmtree(entry)
             dropins = host.directory / "etc-systemd" / "system" / f"{layout.UNIT}.d"
             reload = dropins.exists()
             if reload:

@@ -46,6 +46,9 @@ mount --bind "$H/machine-id" /etc/machine-id
 mount --bind "$H/hostname" /etc/hostname
 mount --bind "$H/var-log" /var/log
 mount --bind "$H/var-lib-systemd" /var/lib/systemd
+# (the one mount point made on the machine: an empty /var/lib/specops, hidden by the bind)
+mkdir -p /var/lib/specops
+mount --bind "$H/var-lib-specops" /var/lib/specops
 mount --bind "$H/var-tmp" /var/tmp
 # the server's Python packages: the `sglang` shim and specops's `console`, read-only
 mount --bind "$H/site" "$SITE"

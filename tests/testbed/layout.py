@@ -148,6 +148,7 @@ def prepare(
         root / "root" / ".ssh",
         root / "var-log" / "journal",
         root / "var-lib-systemd",
+        root / "var-lib-specops",  # the console's history of the host (console/tuning/history)
         root / "var-tmp",
         root / "site" / "sglang",
         root / "site" / "console",  # the repo's console package is mounted here

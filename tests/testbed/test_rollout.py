@@ -8,6 +8,7 @@ connection): `systemctl cat` for the effective unit, `systemctl show` for the in
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -191,6 +192,17 @@ async def test_a_console_killed_mid_change_never_leaves_a_half_written_dropin(
     rerun = specops(bed, "set", host.name, *GOOD, "--yes")
     output = rerun.communicate(timeout=180)[0]
     assert rerun.returncode == 0, output
+    # ... and says the killed one was abandoned; the host's own history says so too.
+    assert "history entry 1 (change by " in output and "was abandoned half way" in output
+    record = json.loads((host.directory / "var-lib-specops" / UNIT / "history.json").read_text())
+    # (Killed while restarting, the new setting was already in place: nothing left to change,
+    # and never soaked, so it is not a kept entry.)
+    rerun_entry = [] if moment == "restarting" else [(2, "kept")]
+    assert [(e["n"], e["outcome"]) for e in record["entries"]] == [
+        (0, "original"),
+        (1, "abandoned"),
+        *rerun_entry,
+    ]
     assert effective(host).argv == list(plan.new_argv)
     assert running_argv(host) == tuple(plan.new_argv)
     assert host.show(UNIT, "NeedDaemonReload")["NeedDaemonReload"] == "no"

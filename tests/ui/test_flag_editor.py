@@ -94,18 +94,24 @@ async def test_a_confirmed_change_ends_healthy_with_live_progress(fleet: SimFlee
         assert any(
             isinstance(m, Notify) and "press q again" in m.notification.message for m in messages
         )
+        steps = view.query_one("#rollout-table", DataTable)
+
+        def soak_countdown() -> str:
+            return str(steps.get_cell("soak", "detail")) if "soak" in steps.rows else ""
+
+        # The soak (5 s on this fleet) counts down with the live accept length.
+        await until(pilot, lambda: "s left · accept len " in soak_countdown())
+        assert str(steps.get_cell("soak", "state")) == "waiting"
         await until(pilot, lambda: view.result is not None)
         assert view.result is not None and view.result.outcome is RolloutOutcome.APPLIED
-        steps = view.query_one("#rollout-table", DataTable)
-        assert [str(steps.get_cell(k, "state")) for k in ("record", "smoke test", "remember")] == [
-            "ok",
-            "ok",
-            "ok",
-        ]
+        assert [
+            str(steps.get_cell(k, "state")) for k in ("record", "smoke test", "soak", "remember")
+        ] == ["ok", "ok", "ok", "ok"]
         journal = view.query_one(Log)
         assert any("ready to roll" in line for line in journal.lines)
         assert any("cuda graph: False" in line for line in journal.lines)
-        assert "applied; healthy" in text_of(view.query_one("#rollout-outcome", Static))
+        outcome = text_of(view.query_one("#rollout-outcome", Static))
+        assert "applied; healthy" in outcome and "stayed up 5s" in outcome
 
         def applied_notice() -> bool:
             notes = [m.notification for m in messages if isinstance(m, Notify)]

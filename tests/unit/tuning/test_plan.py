@@ -54,6 +54,7 @@ def test_plan_shows_only_what_changes_and_renders_a_dropin_systemd_reads_back(
     ]
     assert "PYTHONUNBUFFERED" not in plan.diff  # only the profile's variables are shown
     assert plan.dropin_path == f"/etc/systemd/system/{UNIT}.d/zz-specops.conf"
+    assert plan.dropin is not None
     merged = effective_service(CAT + f"\n# {plan.dropin_path}\n" + plan.dropin)
     assert tuple(merged.argv) == plan.new_argv
     assert merged.environment["SGLANG_DDTREE_MAX_TOPK"] == "4"

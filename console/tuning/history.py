@@ -1,0 +1,272 @@
+"""Every configuration specops applies, recorded on the host itself.
+
+The last good configuration used to live on one operator's machine, keyed by profile name:
+two fleets with a host called `b300` shared it, a second laptop knew nothing, and a rollback
+could only go to "the previous drop-in". Now each rollout writes an entry into
+`/var/lib/specops/UNIT/history.json` on the host (temp name + rename, through `sudo -n` when
+the profile says so) when it starts, and rewrites it with the outcome when it ends: the
+drop-in, the flag values, who and when, kept / rolled back (signature, stage) / failed, the
+accept length of its run. Any console and any profile name then agree on the history and on
+the last good entry (the newest one that survived its soak). A rollout killed half way leaves
+its entry "started"; the next one marks it "abandoned" and says so. A host never touched by
+specops gets entry 0, "original": the unit without specops' drop-in.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import posixpath
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from console.events import RolloutFinished, RolloutOutcome
+from console.profiles import FlagValue, Profile
+from console.service.flags import read_flags
+from console.service.unit import effective_service, without_file
+from console.transport import remote
+from console.transport.ssh import CommandFailed, HostSession
+from console.tuning.plan import Plan
+
+STATE_ROOT = "/var/lib/specops"
+MAX_ENTRIES = 200
+"""Older entries are dropped (entry 0, the original, is always kept)."""
+
+OUTCOMES = ("original", "started", "kept", "rolled_back", "failed", "abandoned")
+GOOD = ("kept", "original")
+
+
+def history_path(unit: str) -> str:
+    remote.systemctl_cat(unit)  # validates the unit name before it becomes a path
+    return posixpath.join(STATE_ROOT, unit, "history.json")
+
+
+def operator() -> str:
+    """Who applied it: `user@machine` of the console."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "?"
+    return f"{user}@{socket.gethostname()}"
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    n: int
+    kind: str
+    """"original", "change" or "rollback" (an operator's `specops rollback`)."""
+    outcome: str
+    values: Mapping[str, FlagValue]
+    argv: Sequence[str]
+    environment: Mapping[str, str]
+    dropin: str | None
+    """specops' drop-in; None: the unit ran without one."""
+    started_at: float = field(default_factory=time.time)
+    finished_at: float | None = None
+    who: str = ""
+    profile: str = ""
+    invocation_id: str = ""
+    reason: str = ""
+    signature: str | None = None
+    stage: str | None = None
+    ready_to_crash_s: float | None = None
+    accept_len: float | None = None
+    soaked_s: float | None = None
+    restarts: int | None = None
+    """NRestarts of the failing invocation, read before reset-failed cleared it."""
+    exception_line: str | None = None
+    excerpt: Sequence[str] = ()
+
+    @property
+    def good(self) -> bool:
+        return self.outcome in GOOD
+
+    def record(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["values"] = dict(self.values)
+        data["argv"] = list(self.argv)
+        data["environment"] = dict(self.environment)
+        data["excerpt"] = list(self.excerpt)
+        return data
+
+    @classmethod
+    def from_record(cls, data: Mapping[str, Any]) -> HistoryEntry:
+        names = set(cls.__dataclass_fields__)
+        kept = {k: v for k, v in data.items() if k in names}
+        kept["excerpt"] = tuple(str(line) for line in kept.get("excerpt") or ())
+        entry = cls(**kept)
+        if entry.outcome not in OUTCOMES or not isinstance(entry.n, int):
+            raise ValueError(f"history entry {data.get('n')!r}: outcome {entry.outcome!r}")
+        return entry
+
+
+class HistoryError(Exception):
+    """The host's history cannot be read or written."""
+
+
+async def load(session: HostSession, unit: str) -> list[HistoryEntry]:
+    """The host's entries, oldest first ([] when specops never recorded anything there)."""
+    path = history_path(unit)
+    try:
+        result = await session.run(remote.read_if_exists(path), timeout=30)
+    except CommandFailed as exc:
+        raise HistoryError(f"cannot read {path}: {exc}") from None
+    if not result.stdout.strip():
+        return []
+    try:
+        data = json.loads(result.stdout)
+        return [HistoryEntry.from_record(e) for e in data["entries"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise HistoryError(f"{path} is not a specops history ({exc})") from None
+
+
+async def save(session: HostSession, unit: str, entries: Sequence[HistoryEntry]) -> str:
+    """Replace the host's history in one step (temp name, then rename)."""
+    path = history_path(unit)
+    kept = list(entries)
+    if len(kept) > MAX_ENTRIES:
+        kept = [e for e in kept[:1] if e.kind == "original"] + kept[-(MAX_ENTRIES - 1) :]
+    text = json.dumps({"version": 1, "entries": [e.record() for e in kept]}, indent=1) + "\n"
+    directory = posixpath.dirname(path)
+    tmp = posixpath.join(directory, ".history.json.tmp")
+    await session.run(remote.make_dirs(directory))
+    await session.run(remote.write_file(tmp, text))
+    await session.run(remote.move(tmp, path))
+    return path
+
+
+def original_entry(profile: Profile, cat_text: str, dropin_path: str) -> HistoryEntry:
+    """Entry 0: the unit's own configuration, without specops' drop-in."""
+    service = effective_service(without_file(cat_text, dropin_path))
+    values = read_flags(profile.flags, service.argv, service.environment)
+    return HistoryEntry(
+        n=0,
+        kind="original",
+        outcome="original",
+        values=dict(values),
+        argv=list(service.argv),
+        environment=dict(service.environment),
+        dropin=None,
+        who="the unit's own files",
+        profile=profile.name,
+    )
+
+
+def last_good(entries: Sequence[HistoryEntry]) -> HistoryEntry | None:
+    """The newest configuration that survived its soak (or the original)."""
+    return next((e for e in reversed(entries) if e.good), None)
+
+
+def rollback_target(
+    entries: Sequence[HistoryEntry], current: Mapping[str, FlagValue]
+) -> HistoryEntry | None:
+    """The newest good entry that is not what runs now (`specops rollback` with no `--to`)."""
+    return next((e for e in reversed(entries) if e.good and dict(e.values) != dict(current)), None)
+
+
+def mark_abandoned(entries: list[HistoryEntry]) -> list[HistoryEntry]:
+    """Entries a killed console left "started" become "abandoned"; returns those."""
+    found: list[HistoryEntry] = []
+    for i, entry in enumerate(entries):
+        if entry.outcome == "started":
+            entries[i] = replace(
+                entry,
+                outcome="abandoned",
+                reason="the console stopped before the change ended (killed or link lost); "
+                "the host was left on whatever ran then",
+            )
+            found.append(entries[i])
+    return found
+
+
+def abandoned_note(entry: HistoryEntry) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.started_at))
+    who = f"{entry.kind} by {entry.who}, started {when}"
+    return f"history entry {entry.n} ({who}) was abandoned half way"
+
+
+async def settle_abandoned(session: HostSession, unit: str) -> list[HistoryEntry]:
+    """Mark entries killed consoles left "started" as abandoned on the host; returns them."""
+    entries = await load(session, unit)
+    found = mark_abandoned(entries)
+    if found:
+        await save(session, unit, entries)
+    return found
+
+
+def next_number(entries: Sequence[HistoryEntry]) -> int:
+    return max((e.n for e in entries), default=0) + 1
+
+
+_OUTCOME = {
+    RolloutOutcome.APPLIED: "kept",
+    RolloutOutcome.ROLLED_BACK: "rolled_back",
+    RolloutOutcome.FAILED: "failed",
+}
+EXCERPT_KEPT = 40
+
+
+class Recorder:
+    """One rollout's entry: written "started" before anything changes, rewritten at the end."""
+
+    def __init__(self, session: HostSession, plan: Plan, kind: str = "change") -> None:
+        self.session = session
+        self.plan = plan
+        self.kind = kind
+        self.entry: HistoryEntry | None = None
+        self.path = history_path(plan.unit)
+
+    async def begin(self, cat_text: str) -> list[HistoryEntry]:
+        """Record the start; returns the entries earlier consoles left abandoned."""
+        entries = await load(self.session, self.plan.unit)
+        abandoned = mark_abandoned(entries)
+        if not entries:
+            entries.append(original_entry(self.session.profile, cat_text, self.plan.dropin_path))
+        plan = self.plan
+        self.entry = HistoryEntry(
+            n=next_number(entries),
+            kind=self.kind,
+            outcome="started",
+            values=dict(plan.new_values),
+            argv=list(plan.new_argv),
+            environment=dict(plan.new_environment),
+            dropin=plan.dropin,
+            who=operator(),
+            profile=self.session.profile.name,
+        )
+        entries.append(self.entry)
+        await save(self.session, plan.unit, entries)
+        return abandoned
+
+    async def end(self, result: RolloutFinished, restarts: int | None) -> HistoryEntry:
+        """Rewrite the entry with how the rollout ended (re-read first: another console may
+        have added entries meanwhile)."""
+        assert self.entry is not None
+        applied = result.outcome is RolloutOutcome.APPLIED
+        entry = replace(
+            self.entry,
+            outcome=_OUTCOME[result.outcome],
+            finished_at=time.time(),
+            invocation_id=result.invocation_id if applied else (result.failed_invocation or ""),
+            reason=result.reason,
+            signature=result.signature,
+            stage=result.stage,
+            ready_to_crash_s=result.ready_to_crash_s,
+            accept_len=result.accept_len,
+            soaked_s=result.soaked_s,
+            restarts=restarts,
+            exception_line=result.exception_line,
+            excerpt=tuple(result.excerpt[-EXCERPT_KEPT:]),
+        )
+        entries = await load(self.session, self.plan.unit)
+        numbers = [e.n for e in entries]
+        if entry.n in numbers:
+            entries[numbers.index(entry.n)] = entry
+        else:
+            entries.append(entry)
+        await save(self.session, self.plan.unit, entries)
+        self.entry = entry
+        return entry

@@ -1,0 +1,120 @@
+"""A change is good only when it stays up: crashes after ready are caught in the soak window.
+
+The simulated hosts follow the real timeline (console/sim/failures.py): budget 16 with CUDA
+graphs dies a few decode batches after ready, max running 256 under 200 requests dies in cuBLAS
+a while later. Each must end rolled back onto the previous setting, with the stage named and
+the seconds from ready to the crash, and the last good configuration left alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from console.events import RolloutOutcome, RolloutProgress, RolloutStep
+from console.profiles import Profile, load_fleet
+from console.service.status import read_status
+from console.sim.failures import FailureTiming
+from console.sim.fleet import SimFleet
+from console.sim.sglang import Timing
+from console.state import load_last_good
+from console.transport import http
+from console.tuning.rollout import RolloutOptions
+from tests.integration.test_rollout import change as change_with
+from tests.integration.test_rollout import connect
+
+LATE = FailureTiming(graph_crash="batches", crash_batches=4, requests=200, cublas_after_s=1.0)
+SOAK = RolloutOptions(poll_s=0.2, settle_s=5.0, soak_s=3.0)
+
+
+@pytest.fixture
+async def late(tmp_path: Path) -> AsyncIterator[SimFleet]:
+    timing = Timing(load_s=0.3, decode_interval_s=0.1, failures=LATE)
+    fleet = SimFleet(tmp_path / "sim", hosts=1, timing=timing, keepalive_s=0.5)
+    await fleet.start()
+    yield fleet
+    await fleet.stop()
+
+
+@pytest.fixture
+def profile(late: SimFleet) -> Profile:
+    return load_fleet(late.profiles_dir)[0]
+
+
+async def test_a_good_change_is_soaked_before_it_becomes_last_good(profile: Profile) -> None:
+    session = await connect(profile)
+    try:
+        result, events = await change_with(session, "budget=4", options=SOAK)
+        assert result.outcome is RolloutOutcome.APPLIED, result.reason
+        assert result.soaked_s == 3.0
+        soak = [e for e in events if isinstance(e, RolloutProgress) and e.step is RolloutStep.SOAK]
+        countdown = [e.detail for e in soak if e.state == "waiting"]
+        assert countdown and all("s left · accept len " in d for d in countdown[1:])
+        assert soak[-1].state == "ok"
+        # The soak came before the record of the last good configuration.
+        order = [e.step for e in events if isinstance(e, RolloutProgress) and e.state == "ok"]
+        assert order.index(RolloutStep.SOAK) < order.index(RolloutStep.REMEMBER)
+        good = load_last_good(profile.name)
+        assert good is not None and good.invocation_id == result.invocation_id
+        status = await read_status(session)
+        assert status.invocation_id == result.invocation_id
+    finally:
+        await session.close()
+
+
+@pytest.mark.parametrize(
+    ("assignments", "signature", "after"),
+    [
+        (("budget=16",), "illegal_memory_access", (0.2, 1.5)),  # 4 batches of 0.1 s
+        (("max_running=256",), "cublas", (1.0, 2.5)),  # > 128 running for 1 s
+    ],
+)
+async def test_a_crash_after_ready_rolls_back_and_keeps_last_good(
+    late: SimFleet,
+    profile: Profile,
+    assignments: tuple[str, ...],
+    signature: str,
+    after: tuple[float, float],
+) -> None:
+    session = await connect(profile)
+    try:
+        first, _ = await change_with(session, "budget=4", options=SOAK)
+        assert first.outcome is RolloutOutcome.APPLIED, first.reason
+        good = load_last_good(profile.name)
+        assert good is not None
+
+        result, _ = await change_with(session, *assignments, options=SOAK)
+        assert result.outcome is RolloutOutcome.ROLLED_BACK, result.reason
+        assert result.signature == signature
+        assert result.stage == "soak"
+        assert result.ready_to_crash_s is not None
+        assert after[0] <= result.ready_to_crash_s <= after[1]
+        assert "[soak, " in result.reason and "s after ready]" in result.reason
+        assert result.exception_line is not None and "CUDA error" in result.exception_line
+        # Back on the previous configuration (budget 4), healthy; last good untouched.
+        status = await read_status(session)
+        assert status.flags["budget"] == 4 and status.flags["max_running"] == 32
+        assert status.invocation_id == result.invocation_id
+        health = await http.request(session, profile.service.port, "GET", "/health")
+        assert health.status == 200
+        assert load_last_good(profile.name) == good
+    finally:
+        await session.close()
+
+
+async def test_a_crash_in_capture_is_named_capture(tmp_path: Path) -> None:
+    fleet = SimFleet(tmp_path / "sim", hosts=1, timing=Timing(load_s=0.3, decode_interval_s=0.1))
+    await fleet.start()
+    try:
+        session = await connect(load_fleet(fleet.profiles_dir)[0])
+        try:
+            result, _ = await change_with(session, "budget=16", options=SOAK)
+        finally:
+            await session.close()
+    finally:
+        await fleet.stop()
+    assert result.outcome is RolloutOutcome.ROLLED_BACK, result.reason
+    assert (result.stage, result.ready_to_crash_s) == ("capture", None)
+    assert result.reason.endswith("[capture]")
