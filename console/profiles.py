@@ -137,6 +137,9 @@ class FlagSpec(_Strict):
     type: FlagType
     inverted: bool = False
     """For switches named `--disable-*`: the flag is *on* when the argument is absent."""
+    value: str | None = None
+    """For a switch written `ARG VALUE` (`--cuda-graph-backend-decode disabled`): the value
+    that means the argument is present; other values of ARG are left alone."""
     min: float | None = None
     max: float | None = None
     choices: tuple[str, ...] | None = None
@@ -170,6 +173,8 @@ class FlagSpec(_Strict):
             raise ValueError("a switch maps to an argument, not an environment variable")
         if (self.min is not None or self.max is not None) and self.type not in ("int", "float"):
             raise ValueError("'min'/'max' only apply to int and float flags")
+        if self.value is not None and self.type != "switch":
+            raise ValueError("'value' only applies to type 'switch'")
         return self
 
 

@@ -25,6 +25,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from console.service.catalogue import Release
+from console.sim import releases
+
 Emit = Callable[[str, int], None]
 """(message, syslog priority) -> None."""
 
@@ -41,9 +44,13 @@ class _Parser(argparse.ArgumentParser):
         raise ArgumentError(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(release: Release | None = None) -> argparse.ArgumentParser:
     p = _Parser(prog="launch_server.py", add_help=True)
-    add = p.add_argument
+
+    def add(*names: str, **options: object) -> None:
+        if releases.keeps(names[0], release):
+            p.add_argument(*names, **options)  # type: ignore[arg-type]
+
     add("--model-path", "--model", required=True, help="The path of the model weights.")
     add("--served-model-name", default=None)
     add("--host", default="127.0.0.1", help="The host of the HTTP server.")
@@ -72,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--decode-log-interval", type=int, default=40)
     add("--log-level", default="info")
     add("--watchdog-timeout", type=float, default=300)
+    releases.add_release_arguments(p, release)
     return p
 
 
@@ -92,7 +100,8 @@ class SimConfig:
 
     @property
     def cuda_graph(self) -> bool:
-        return not self.args.disable_cuda_graph
+        backend = getattr(self.args, "cuda_graph_backend_decode", None)
+        return not self.args.disable_cuda_graph and backend != "disabled"
 
     @property
     def max_running(self) -> int:
@@ -107,15 +116,17 @@ class Timing:
     """Seconds between decode log lines."""
 
 
-def parse_command(argv: Sequence[str], env: Mapping[str, str]) -> SimConfig:
+def parse_command(
+    argv: Sequence[str], env: Mapping[str, str], release: Release | None = None
+) -> SimConfig:
     """argv is the whole ExecStart (interpreter, `-m`, module, arguments)."""
     args = list(argv)
     args = args[args.index("-m") + 2 :] if "-m" in args else args[1:]
-    return SimConfig(build_parser().parse_args(args), dict(env))
+    return SimConfig(build_parser(release).parse_args(args), dict(env))
 
 
-def help_text() -> str:
-    return build_parser().format_help()
+def help_text(version: str | None = None) -> str:
+    return build_parser(releases.release_of(version)).format_help()
 
 
 class SimSGLang:
@@ -128,7 +139,11 @@ class SimSGLang:
         timing: Timing = Timing(),
         bench_dir: Path | None = None,
         seed: int | None = None,
+        version: str | None = None,
     ) -> None:
+        self.version = version or releases.DEFAULT_RELEASE
+        """`sglang.__version__` of the simulated build."""
+        self.release = releases.release_of(self.version)
         self._argv = list(argv)
         self._env = dict(env)
         self._emit_raw = emit
@@ -160,13 +175,15 @@ class SimSGLang:
     async def run(self) -> int:
         """Run until crash or cancellation; returns the exit status (negative: signal)."""
         try:
-            self.config = parse_command(self._argv, self._env)
+            self.config = parse_command(self._argv, self._env, self.release)
         except ArgumentError as exc:
             self._emit_raw("usage: launch_server.py [-h] --model-path MODEL_PATH ...", 3)
             self._emit_raw(f"launch_server.py: error: {exc}", 3)
             return 2
         cfg = self.config
         a = cfg.args
+        for warning in releases.deprecation_warnings(self._argv, self.release):
+            self.log(warning, priority=4)
         self.log(
             "server_args=ServerArgs("
             f"model_path='{a.model_path}', tp_size={a.tp_size}, port={a.port}, "
@@ -283,10 +300,18 @@ class SimSGLang:
                     f"cuda graph: {graph}, input throughput (token/s): {tps * 3:.2f}"
                 )
             self.log(
-                f"Decode batch, #running-req: {running}, #token: {tokens}, "
-                f"token usage: {tokens / 1933682:.2f}, accept len: {al:.2f}, "
-                f"accept rate: {rate:.2f}, cuda graph: {graph}, "
-                f"gen throughput (token/s): {tps:.2f}, #queue-req: {self.rng.randint(0, 2)}"
+                releases.decode_line(
+                    self.release,
+                    running=running,
+                    tokens=tokens,
+                    usage=tokens / 1933682,
+                    accept_len=al,
+                    accept_rate=rate,
+                    graph=cfg.cuda_graph,
+                    throughput=tps,
+                    queue=self.rng.randint(0, 2),
+                    iteration=n * cfg.max_running,
+                )
             )
             if n % 5 == 0:
                 self.log(
@@ -310,7 +335,7 @@ class SimSGLang:
         if path in ("/server_info", "/get_server_info"):
             mean = self._accept_sum / self._accept_n if self._accept_n else 0.0
             return 200, {
-                "version": "0.5.9-ddtree",
+                "version": self.version,
                 "speculative_num_draft_tokens": cfg.budget,
                 "internal_states": [
                     {

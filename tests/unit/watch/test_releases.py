@@ -96,10 +96,10 @@ def test_capture_lines_name_role_stage_and_device(row: dict[str, Any]) -> None:
 def test_load_kv_and_ready_lines(row: dict[str, Any]) -> None:
     parsed = parse_line(row["line"])
     kind = {"load": WeightLoad, "kv": KVCacheAllocated, "ready": ServerReady}[row["kind"]]
-    assert isinstance(parsed, kind), row["source"]
+    assert parsed is not None and isinstance(parsed, kind), row["source"]
     for name, value in row["expect"].items():
         assert getattr(parsed, name) == value, (name, row["source"])
-    assert parsed.header is not None or row["line"].startswith("[") is False
+    assert parsed.header is not None and parsed.header.timestamp.startswith("2026-01-02")
 
 
 @pytest.mark.parametrize("row", _of_kind("watchdog", "sigquit", "health_check", "crash"))
