@@ -177,6 +177,10 @@ async def _set(session: HostSession, args: argparse.Namespace, changes: dict[str
         return EXIT_OK
     _print_diff(plan)
     _say(f"{profile.name}: {escape(plan.summary())}")
+    if plan.release is not None:
+        err.print(f"  SGLang {escape(plan.release)} (the unit's interpreter)", style="dim")
+    for note in plan.notes:
+        err.print(f"  [yellow]![/yellow] {escape(note)}")
     if profile.service.check_flags:
         try:
             checked = await check_arguments(session, plan)

@@ -283,3 +283,17 @@ def release_specs(
         written = adapted.arg if adapted.value is None else f"{adapted.arg} {adapted.value}"
         notes.append(f"{name}: {status.describe()}; writing {written}")
     return ReleaseSpecs(out, moved, tuple(notes))
+
+
+@functools.lru_cache(maxsize=256)
+def successor(arg: str) -> tuple[str, str | None] | None:
+    """The (argument, value) a newer release writes instead of `arg`, if one deprecated it.
+
+    `--disable-cuda-graph` → ("--cuda-graph-backend-decode", "disabled"). Reading a unit's
+    flags checks both forms, whichever release wrote the command line.
+    """
+    for release in reversed(catalogue().releases):
+        option = release.options.get(arg)
+        if option is not None and option.deprecated:
+            return _replacement_form(option.deprecated)
+    return None

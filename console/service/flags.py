@@ -15,6 +15,7 @@ import string
 from collections.abc import Mapping, Sequence
 
 from console.profiles import FlagSpec, FlagValue
+from console.service.catalogue import successor
 from console.service.execline import FlagError, render_words
 from console.service.unit import argument_groups, render_env
 
@@ -67,6 +68,12 @@ def read_flags(
             text = env.get(spec.env)
             values[name] = None if text is None else _convert(name, spec, text)
             continue
+        newer = _successor(spec, argv)
+        if newer is not None:
+            value = read_flags({name: newer}, argv, env)[name]
+            if spec.type != "switch" or value != spec.inverted:  # the newer form says so
+                values[name] = value
+                continue
         arg = spec.arg or ""
         found = _occurrences(argv, arg)
         if spec.type == "switch":
@@ -85,6 +92,17 @@ def read_flags(
             raise FlagError(f"{arg} is the last argument and has no value", flag=name)
         values[name] = _convert(name, spec, text)
     return values
+
+
+def _successor(spec: FlagSpec, argv: Sequence[str]) -> FlagSpec | None:
+    """The spec in the form a newer release writes, when argv uses that form."""
+    form = successor(spec.arg) if spec.arg is not None else None
+    if form is None or not _occurrences(argv, form[0]):
+        return None
+    arg, value = form
+    if spec.type == "switch":
+        return spec.model_copy(update={"arg": arg, "value": value}) if value else None
+    return None if value is not None else spec.model_copy(update={"arg": arg})
 
 
 def _value_at(argv: Sequence[str], i: int, arg: str) -> str | None:

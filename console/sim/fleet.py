@@ -12,6 +12,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import asyncssh
@@ -150,6 +151,7 @@ class SimFleet:
         timing: Timing = Timing(),
         untrusted: frozenset[str] = frozenset(),
         keepalive_s: float = 5.0,
+        versions: Sequence[str] = (),
     ) -> None:
         if not 1 <= hosts <= 64:
             raise ValueError("a simulated fleet has 1 to 64 hosts")
@@ -162,6 +164,12 @@ class SimFleet:
         """Hosts whose key is left out of known_hosts (to show a refused host key)."""
         self.keepalive_s = keepalive_s
         self.hosts: dict[str, SimHost] = {}
+        self.versions = tuple(versions)
+        """The SGLang releases the hosts run, in turn (empty: the simulator's default)."""
+
+    def version_of(self, index: int) -> str | None:
+        """The release of the `index`-th host."""
+        return self.versions[index % len(self.versions)] if self.versions else None
 
     @property
     def profiles_dir(self) -> Path:
@@ -178,13 +186,14 @@ class SimFleet:
         (d / "ssh_config").touch()
         self.profiles_dir.mkdir(exist_ok=True)
         known: list[str] = []
-        for name in self.names:
+        for index, name in enumerate(self.names):
             host = SimHost(
                 name,
                 d / "hosts" / name,
                 host_key=_key(d / "keys" / f"{name}_host_key"),
                 client_key=client_key,
                 timing=self.timing,
+                sglang_version=self.version_of(index),
             )
             await host.start()
             self.hosts[name] = host

@@ -1,0 +1,88 @@
+"""`specops set` and `flags` on simulated hosts of different SGLang releases.
+
+The host's release is read with the unit's own interpreter, and a friendly flag is written as
+that release takes it (`console.service.catalogue`, built from the wheels' argparse).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from console.cli import flags as cli_flags
+from console.cli import parse_args
+from console.cli import set as cli_set
+from console.sim.fleet import SimFleet
+from tests.integration.conftest import FAST
+
+UNIT = "sglang-k26-ddtree.service"
+DROPIN = f"/etc/systemd/system/{UNIT}.d/zz-specops.conf"
+VERSION_COMMAND = "-c 'import sglang; print(sglang.__version__)'"
+
+
+@pytest.fixture
+async def mixed(tmp_path: Path) -> AsyncIterator[SimFleet]:
+    fleet = SimFleet(tmp_path / "sim", hosts=2, timing=FAST, versions=("0.5.23", "0.5.10"))
+    await fleet.start()
+    yield fleet
+    await fleet.stop()
+
+
+async def _set(fleet: SimFleet, *argv: str) -> int:
+    args = parse_args(["set", *argv])
+    args.profiles = str(fleet.profiles_dir)
+    return await cli_set.cmd_set(args)
+
+
+async def test_cuda_graph_off_on_0_5_23_writes_the_decode_backend_and_the_server_takes_it(
+    mixed: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert await _set(mixed, "b300", "cuda_graph=off", "--yes") == 0
+    captured = capsys.readouterr()
+    assert "b300: applied cuda_graph on → off; healthy" in captured.out
+    assert "--disable-cuda-graph is deprecated (SGLang 0.5.16 on)" in captured.err
+    host = mixed.hosts["b300"]
+    assert any(c.endswith(VERSION_COMMAND) for c in host.commands)
+    dropin = host.local(DROPIN).read_text()
+    assert "--cuda-graph-backend-decode disabled" in dropin
+    assert "--disable-cuda-graph" not in dropin
+    server = host.unit.server
+    assert server is not None and server.config is not None and not server.config.cuda_graph
+    flags = parse_args(["flags", "b300", "--json"])
+    flags.profiles = str(mixed.profiles_dir)
+    assert await cli_flags.cmd_flags(flags) == 0
+    assert json.loads(capsys.readouterr().out)["flags"]["cuda_graph"]["value"] is False
+    assert await _set(mixed, "b300", "cuda_graph=on", "--yes") == 0
+    assert "--cuda-graph-backend-decode" not in host.local(DROPIN).read_text()
+
+
+async def test_cuda_graph_off_on_0_5_10_writes_disable_cuda_graph(
+    mixed: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert await _set(mixed, "pro6000", "cuda_graph=off", "--dry-run") == 0
+    captured = capsys.readouterr()
+    assert "+    --disable-cuda-graph" in captured.out
+    assert "--cuda-graph-backend-decode" not in captured.out
+    assert "SGLang 0.5.10 (the unit's interpreter)" in captured.err
+
+
+async def test_a_removed_argument_exits_2_naming_its_replacement_before_touching_the_host(
+    mixed: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = mixed.profiles_dir / "b300.toml"
+    path.write_text(
+        path.read_text().replace('arg = "--max-running-requests"', 'arg = "--cuda-graph-max-bs"')
+    )
+    host = mixed.hosts["b300"]
+    before = list(host.commands)
+    assert await _set(mixed, "b300", "max_running=16", "--yes") == 2
+    err = capsys.readouterr().err
+    assert "--cuda-graph-max-bs is gone in SGLang 0.5.23" in err
+    assert "use --cuda-graph-max-bs-decode" in err
+    assert "flags.max_running" in err
+    sent = host.commands[len(before) :]
+    assert all(c.startswith(("systemctl cat", "/opt/sglang")) for c in sent), sent
+    assert not host.local(DROPIN).exists()
