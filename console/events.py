@@ -75,6 +75,8 @@ class ServiceStatus:
     flags: dict[str, FlagValue] = field(default_factory=dict)
     error: str | None = None
     """Why the status could not be read (the host is still connected)."""
+    sglang_version: str | None = None
+    """`sglang.__version__` of the unit's interpreter, when it was asked and answered."""
 
 
 @dataclass(frozen=True)

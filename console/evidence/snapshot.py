@@ -58,6 +58,7 @@ from console.profiles import FlagValue
 from console.service.execline import FlagError
 from console.service.flags import format_variant, read_flags
 from console.service.status import read_status
+from console.service.version import read_version
 from console.service.unit import effective_service
 from console.transport import remote
 from console.transport.ssh import CommandFailed, ConnState, Disconnected, HostSession, RemoteError
@@ -253,6 +254,7 @@ class _HostRun:
         )
         variant = format_variant(art.variant, flags)
         unit_text = cat if cat.endswith("\n") else cat + "\n"
+        sglang = await read_version(session, service.argv[0]) if service.argv else None
 
         tracker.emit(SnapshotStage.JOURNAL)
         window_cmd = remote.journal_read(unit, since=art.journal_since)
@@ -326,6 +328,7 @@ class _HostRun:
             "active_state": status.active_state,
             "sub_state": status.sub_state,
             "n_restarts": status.n_restarts,
+            "sglang_version": sglang,
             "invocation": invocation,
             "variant": variant,
             "flags": flags,

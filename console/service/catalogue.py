@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -32,6 +32,7 @@ __all__ = [
     "ReleaseSpecs",
     "adapt_spec",
     "catalogue",
+    "deprecated_in",
     "release_key",
     "release_specs",
 ]
@@ -297,3 +298,21 @@ def successor(arg: str) -> tuple[str, str | None] | None:
         if option is not None and option.deprecated:
             return _replacement_form(option.deprecated)
     return None
+
+
+def deprecated_in(argv: Sequence[str], release: Release | None) -> list[ArgStatus]:
+    """The arguments of a command line that `release` deprecated or removed, in order."""
+    if release is None:
+        return []
+    book = catalogue()
+    found: list[ArgStatus] = []
+    seen: set[str] = set()
+    for word in argv[1:]:
+        arg = word.split("=", 1)[0]
+        if not arg.startswith("--") or arg in seen:
+            continue
+        seen.add(arg)
+        status = book.status(arg, release)
+        if status.status in ("deprecated", "removed", "ambiguous"):
+            found.append(status)
+    return found

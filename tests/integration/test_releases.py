@@ -15,6 +15,7 @@ import pytest
 from console.cli import flags as cli_flags
 from console.cli import parse_args
 from console.cli import set as cli_set
+from console.cli import status as cli_status
 from console.sim.fleet import SimFleet
 from tests.integration.conftest import FAST
 
@@ -86,3 +87,48 @@ async def test_a_removed_argument_exits_2_naming_its_replacement_before_touching
     sent = host.commands[len(before) :]
     assert all(c.startswith(("systemctl cat", "/opt/sglang")) for c in sent), sent
     assert not host.local(DROPIN).exists()
+
+
+async def test_flags_marks_the_units_deprecated_arguments_with_their_replacement(
+    mixed: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = mixed.hosts["b300"]
+    fragment = host.unit.local(host.unit.fragment)
+    fragment.write_text(
+        fragment.read_text().replace(
+            "ExecStart=/opt/sglang/venv/bin/python3 -m sglang.launch_server",
+            "ExecStart=/opt/sglang/venv/bin/python3 -m sglang.launch_server --disable-cuda-graph",
+        )
+    )
+    host.unit.daemon_reload()
+    flags = parse_args(["flags", "b300", "--json"])
+    flags.profiles = str(mixed.profiles_dir)
+    assert await cli_flags.cmd_flags(flags) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["sglang_version"] == "0.5.23"
+    assert record["flags"]["cuda_graph"]["value"] is False
+    (mark,) = record["deprecated"]
+    assert mark["arg"] == "--disable-cuda-graph" and mark["status"] == "deprecated"
+    assert mark["replacement"] == "--cuda-graph-backend-{decode,prefill}=disabled"
+    flags.json = False
+    assert await cli_flags.cmd_flags(flags) == 0
+    text = capsys.readouterr().out
+    assert "SGLang 0.5.23" in text
+    assert "--disable-cuda-graph is deprecated (SGLang 0.5.16 on); use" in text
+
+
+async def test_status_names_each_hosts_release(
+    mixed: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = parse_args(["status", "--json"])
+    args.profiles = str(mixed.profiles_dir)
+    assert await cli_status.cmd_status(args) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {r["host"]: r["sglang_version"] for r in records} == {
+        "b300": "0.5.23",
+        "pro6000": "0.5.10",
+    }
+    args.json = False
+    assert await cli_status.cmd_status(args) == 0
+    table = capsys.readouterr().out
+    assert "0.5.23" in table and "0.5.10" in table
