@@ -58,8 +58,8 @@ from console.profiles import FlagValue
 from console.service.execline import FlagError
 from console.service.flags import format_variant, read_flags
 from console.service.status import read_status
-from console.service.version import read_version
 from console.service.unit import effective_service
+from console.service.version import read_version
 from console.transport import remote
 from console.transport.ssh import CommandFailed, ConnState, Disconnected, HostSession, RemoteError
 from console.watch.journal import decode_lines

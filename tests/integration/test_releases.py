@@ -16,8 +16,12 @@ from console.cli import flags as cli_flags
 from console.cli import parse_args
 from console.cli import set as cli_set
 from console.cli import status as cli_status
+from console.events import Event, ServiceStatus
+from console.fleet import Fleet
+from console.profiles import load_fleet
 from console.sim.fleet import SimFleet
 from tests.integration.conftest import FAST
+from tests.integration.test_fleet import wait_for
 
 UNIT = "sglang-k26-ddtree.service"
 DROPIN = f"/etc/systemd/system/{UNIT}.d/zz-specops.conf"
@@ -132,3 +136,19 @@ async def test_status_names_each_hosts_release(
     assert await cli_status.cmd_status(args) == 0
     table = capsys.readouterr().out
     assert "0.5.23" in table and "0.5.10" in table
+
+
+async def test_the_fleet_status_carries_each_hosts_release(mixed: SimFleet) -> None:
+    events: list[Event] = []
+    fleet = Fleet(load_fleet(mixed.profiles_dir), poll_s=3600)
+    fleet.listen(events.append)
+    fleet.start()
+    try:
+        for name, version in (("b300", "0.5.23"), ("pro6000", "0.5.10")):
+            status = await wait_for(
+                events,
+                lambda e, name=name: isinstance(e, ServiceStatus) and e.host == name,
+            )
+            assert isinstance(status, ServiceStatus) and status.sglang_version == version
+    finally:
+        await fleet.stop()
