@@ -205,6 +205,8 @@ class RolloutFinished:
     """The first accept length the new invocation logged (after a successful change)."""
     rollback_error: str | None = None
     duration_s: float = 0.0
+    warnings: tuple[str, ...] = ()
+    """Deprecation warnings the server printed at start-up (SGLang 0.5.16 on)."""
 
     @property
     def ok(self) -> bool:

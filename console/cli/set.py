@@ -116,6 +116,8 @@ def _say(text: str) -> None:
 
 def _report(result: RolloutFinished, plan: Plan) -> None:
     name = result.host
+    for warning in result.warnings:
+        err.print(f"  [yellow]![/yellow] {name} at start-up: {escape(warning)}", soft_wrap=True)
     if result.outcome is RolloutOutcome.APPLIED:
         accept = f", accept len {result.accept_len:.2f}" if result.accept_len is not None else ""
         _say(
@@ -180,7 +182,7 @@ async def _set(session: HostSession, args: argparse.Namespace, changes: dict[str
     if plan.release is not None:
         err.print(f"  SGLang {escape(plan.release)} (the unit's interpreter)", style="dim")
     for note in plan.notes:
-        err.print(f"  [yellow]![/yellow] {escape(note)}")
+        err.print(f"  [yellow]![/yellow] {escape(note)}", soft_wrap=True)
     if profile.service.check_flags:
         try:
             checked = await check_arguments(session, plan)

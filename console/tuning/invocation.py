@@ -26,6 +26,7 @@ from console.watch.sglang import (
     ServerReady,
     WeightLoad,
     crash_signature,
+    deprecation_warning,
     parse_line,
 )
 
@@ -66,6 +67,8 @@ class InvocationWatch:
             session, unit, self._deliver, cursor=cursor, history=0 if cursor else 1000
         )
         self._task: asyncio.Task[None] | None = None
+        self.warnings: list[str] = []
+        """Deprecation warnings any watched invocation printed at start-up, each once."""
         self.changed = asyncio.Event()
         """Set whenever entries of the focused invocation arrive (cleared by the reader)."""
         self._reset(None)
@@ -122,6 +125,9 @@ class InvocationWatch:
             self.changed.set()
 
     def _observe(self, message: str) -> None:
+        warning = deprecation_warning(message) if "deprecated" in message else None
+        if warning is not None and warning not in self.warnings:
+            self.warnings.append(warning)
         signature = crash_signature(message)
         if signature is not None:
             if self.signature is None:

@@ -476,6 +476,7 @@ class Rollout:
             outcome=outcome,
             reason=reason,
             duration_s=time.monotonic() - self._t0,
+            warnings=tuple(self._watch.warnings) if self._watch is not None else (),
             **fields,
         )
         self._emit(finished)

@@ -30,6 +30,7 @@ __all__ = [
     "ServerArgsLine",
     "ServerReady",
     "WeightLoad",
+    "deprecation_warning",
     "parse_capture",
     "parse_init",
     "parse_kv_cache",
@@ -312,3 +313,18 @@ def parse_init(message: str) -> DraftRunnerInit | None:
         text=text,
         params=MappingProxyType(params),
     )
+
+
+_DEPRECATED_RE = re.compile(
+    r"'(--[\w-]+)' is deprecated and will be removed in a future release\."
+    r"(?: Use '([^']+)' instead\.)?"
+)
+
+
+def deprecation_warning(message: str) -> str | None:
+    """`'--disable-cuda-graph' is deprecated ... Use '…' instead.` (0.5.16 on) as printed, with
+    no header or colour; None for any other line."""
+    if "is deprecated and will be removed" not in message:
+        return None
+    match = _DEPRECATED_RE.search(message)
+    return None if match is None else match.group(0)

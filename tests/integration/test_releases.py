@@ -93,10 +93,8 @@ async def test_a_removed_argument_exits_2_naming_its_replacement_before_touching
     assert not host.local(DROPIN).exists()
 
 
-async def test_flags_marks_the_units_deprecated_arguments_with_their_replacement(
-    mixed: SimFleet, capsys: pytest.CaptureFixture[str]
-) -> None:
-    host = mixed.hosts["b300"]
+def _with_deprecated_argument(fleet: SimFleet, name: str) -> None:
+    host = fleet.hosts[name]
     fragment = host.unit.local(host.unit.fragment)
     fragment.write_text(
         fragment.read_text().replace(
@@ -105,6 +103,12 @@ async def test_flags_marks_the_units_deprecated_arguments_with_their_replacement
         )
     )
     host.unit.daemon_reload()
+
+
+async def test_flags_marks_the_units_deprecated_arguments_with_their_replacement(
+    mixed: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _with_deprecated_argument(mixed, "b300")
     flags = parse_args(["flags", "b300", "--json"])
     flags.profiles = str(mixed.profiles_dir)
     assert await cli_flags.cmd_flags(flags) == 0
@@ -152,3 +156,15 @@ async def test_the_fleet_status_carries_each_hosts_release(mixed: SimFleet) -> N
             assert isinstance(status, ServiceStatus) and status.sglang_version == version
     finally:
         await fleet.stop()
+
+
+async def test_the_rollout_shows_the_deprecation_warnings_the_server_printed(
+    mixed: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _with_deprecated_argument(mixed, "b300")
+    assert await _set(mixed, "b300", "max_running=16", "--yes") == 0
+    err = capsys.readouterr().err
+    assert (
+        "b300 at start-up: '--disable-cuda-graph' is deprecated and will be removed in a future "
+        "release. Use '--cuda-graph-backend-{decode,prefill}=disabled' instead." in err
+    )

@@ -23,6 +23,7 @@ from console.watch.sglang import (
     PrefillBatch,
     ServerReady,
     WeightLoad,
+    deprecation_warning,
     parse_line,
 )
 from console.watch.signatures import crash_signature, record_signature
@@ -130,3 +131,9 @@ def test_a_traceback_headed_by_the_watchdog_is_a_watchdog_timeout(row: dict[str,
     records = assemble(entries)
     assert records[0].crash == "watchdog_timeout", row["release"]
     assert crash_signature(entries[3].message) == "sigquit"
+
+
+@pytest.mark.parametrize("row", _of_kind("deprecation"))
+def test_deprecation_warnings_are_read_without_colour(row: dict[str, Any]) -> None:
+    assert deprecation_warning(row["line"]) == row["expect"]["warning"], row["source"]
+    assert parse_line(row["line"]) is None and crash_signature(row["line"]) is None
