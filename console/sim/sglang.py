@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from console.service.catalogue import Release
+from console.service.health import health_is_liveness
 from console.sim import releases
 
 Emit = Callable[[str, int], None]
@@ -324,6 +325,8 @@ class SimSGLang:
 
     def handle_http(self, method: str, path: str, body: bytes) -> tuple[int, dict[str, object]]:
         path = path.split("?", 1)[0]
+        if path == "/health" and health_is_liveness(self.version):
+            return 200, {}  # before 0.5.3: liveness, even while the model loads
         if path in ("/health", "/health_generate"):
             return (200, {}) if self.ready else (503, {"error": "starting"})
         if not self.ready:

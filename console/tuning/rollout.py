@@ -35,6 +35,7 @@ from console.events import (
     RolloutProgress,
     RolloutStep,
 )
+from console.service.health import readiness_path
 from console.service.unit import effective_service
 from console.state import LastGood, save_last_good
 from console.transport import http, remote
@@ -136,9 +137,8 @@ class Rollout:
 
     async def _health(self) -> tuple[bool, str]:
         try:
-            response = await http.request(
-                self.session, self.profile.service.port, "GET", self.profile.service.health_path
-            )
+            path = readiness_path(self.plan.release, self.profile.service.health_path)
+            response = await http.request(self.session, self.profile.service.port, "GET", path)
         except http.PortClosed:
             return False, "port closed"
         except http.HttpError as exc:
@@ -147,7 +147,7 @@ class Rollout:
             if not await self.session.wait_connected(self.options.reconnect_s):
                 raise
             return False, "reconnected"
-        return response.status == 200, f"/health {response.status}"
+        return response.status == 200, f"{path} {response.status}"
 
     # --- the sequence ------------------------------------------------------------------
 

@@ -168,3 +168,17 @@ async def test_the_rollout_shows_the_deprecation_warnings_the_server_printed(
         "b300 at start-up: '--disable-cuda-graph' is deprecated and will be removed in a future "
         "release. Use '--cuda-graph-backend-{decode,prefill}=disabled' instead." in err
     )
+
+
+async def test_a_liveness_only_health_is_not_taken_for_readiness(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """0.4.10's `/health` answers 200 while the model loads; readiness asks /health_generate."""
+    fleet = SimFleet(tmp_path / "old", hosts=1, timing=FAST, versions=("0.4.10",))
+    await fleet.start()
+    try:
+        assert await _set(fleet, "b300", "max_running=16", "--yes") == 0
+        captured = capsys.readouterr()
+        assert "b300: applied max_running 32 → 16; healthy" in captured.out
+    finally:
+        await fleet.stop()

@@ -6,7 +6,7 @@ import pytest
 
 from console.service.catalogue import catalogue
 from console.sim import releases
-from console.sim.sglang import ArgumentError, help_text, parse_command
+from console.sim.sglang import ArgumentError, SimSGLang, help_text, parse_command
 from console.watch.sglang import DecodeBatch, parse_line
 
 BASE = ["/opt/sglang/venv/bin/python3", "-m", "sglang.launch_server", "--model-path", "/m"]
@@ -64,3 +64,11 @@ def test_decode_lines_are_in_the_releases_format_and_parse(version: str) -> None
 def test_demo_versions_are_releases() -> None:
     assert all(releases.is_release(v) for v in releases.DEMO_RELEASES)
     assert not releases.is_release("banana")
+
+
+def test_before_0_5_3_health_answers_while_the_model_loads() -> None:
+    old = SimSGLang(BASE, {}, lambda message, priority: None, version="0.4.10")
+    assert old.handle_http("GET", "/health", b"")[0] == 200
+    assert old.handle_http("GET", "/health_generate", b"")[0] == 503
+    new = SimSGLang(BASE, {}, lambda message, priority: None, version="0.5.23")
+    assert new.handle_http("GET", "/health", b"")[0] == 503
