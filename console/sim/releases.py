@@ -90,14 +90,14 @@ def decode_line(
     key = release.key if release is not None else (0, 5, 10)
     if key < (0, 5, 4):
         head = "Decode batch."
-    elif key < (0, 5, 10):
-        head = f"Decode batch [{iteration}],"  # the forward count, always printed then
+    elif key < (0, 5, 5):
+        head = f"Decode batch [{iteration}],"  # 0.5.4 always printed the forward count
     else:
         head = "Decode batch,"
     spec = f"accept len: {accept_len:.2f}, "
     if key >= (0, 5, 4):
         spec += f"accept rate: {accept_rate:.2f}, "
-    graph_field = f"cuda graph: {graph}, " if key >= (0, 4, 6) else ""
+    graph_field = f"cuda graph: {graph}, " if key >= (0, 4, 10) else ""
     if key < (0, 4, 6):
         spec = ""  # 0.3/0.4.1 print no acceptance at all
     tail = ", " if (0, 4, 10) <= key < (0, 5, 10) else ""

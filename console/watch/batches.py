@@ -23,7 +23,7 @@ __all__ = ["DecodeBatch", "PrefillBatch", "parse_decode", "parse_prefill"]
 
 _DECODE_RE = re.compile(r"Decode batch(?: \[(\d+)\])?[.,] ")
 _PREFILL_RE = re.compile(r"Prefill batch(?: \[(\d+)\])?[.,] ")
-_GRAPH_BACKENDS = frozenset({"cuda", "npu", "cpu", "musa"})
+_GRAPH_BACKENDS = frozenset({"cuda", "npu", "cpu", "musa", "xpu"})
 # Normal models print `#token`; hybrid SWA models `#full token`; hisparse `#gpu token`.
 _TOKEN_KEYS = ("#token", "#full token", "#gpu token")
 _USAGE_KEYS = ("token usage", "full token usage", "gpu token usage")

@@ -16,9 +16,10 @@ __all__ = ["Header", "has_header", "parse_header", "strip_ansi"]
 
 _TS = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?"
 # Any subset of DP, PP, ATTN_CP, MOE_DP, TP, EP in any order; unknown future ranks are kept too.
-_RANKS = r"(?: [A-Z][A-Z_]*\d+)*"
+# 0.3.6 prints `DP-1` when data parallelism is off (`int(os.getenv("DP_RANK", -1))`).
+_RANKS = r"(?: [A-Z][A-Z_]*-?\d+)*"
 _HEADER_RE = re.compile(rf"\[(?P<ts>{_TS})(?P<ranks>{_RANKS})\]")
-_RANK_RE = re.compile(r"([A-Z][A-Z_]*?)(\d+)")
+_RANK_RE = re.compile(r"([A-Z][A-Z_]*?)(-?\d+)")
 # `journalctl -o short` (`Jun 01 12:00:00 gpu-host python3[12345]: `) or `-o short-iso`.
 _JOURNAL_PREFIX = (
     r"(?:[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}(?:\.\d+)?"

@@ -28,6 +28,7 @@ from console.watch.signatures import CRASH_SIGNATURES, CustomMetrics, crash_sign
 from console.watch.startup import (
     READY,
     SERVER_ARGS,
+    SERVER_ARGS_DICT,
     ArgValue,
     DraftRunnerInit,
     GraphCapture,
@@ -36,6 +37,7 @@ from console.watch.startup import (
     ServerReady,
     WeightLoad,
     deprecation_warning,
+    is_kv_cache,
     parse_capture,
     parse_init,
     parse_kv_cache,
@@ -91,11 +93,11 @@ def parse_line(message: str) -> ParsedLine | None:
         return parse_capture(message)
     if "Load weight " in message:
         return parse_weight_load(message)
-    if "KV Cache is allocated" in message:
+    if "KV " in message and is_kv_cache(message):
         return parse_kv_cache(message)
     if READY in message:
         return ServerReady(parse_header(message[: message.index(READY)]))
-    if SERVER_ARGS in message:
+    if SERVER_ARGS in message or SERVER_ARGS_DICT in message:
         return parse_server_args(message)
     if "Initialized D" in message:
         return parse_init(message)

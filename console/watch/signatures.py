@@ -40,7 +40,11 @@ CRASH_SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("cublas", re.compile(r"CUBLAS_STATUS_[A-Z_]+")),
     (
         "oom",
-        re.compile(r"OutOfMemoryError|CUDA out of memory|Not enough memory|Decode out of memory"),
+        # `Decode out of memory happened. #retracted_reqs` (0.3.6/0.4.1) is a retraction, no crash
+        re.compile(
+            r"OutOfMemoryError|CUDA out of memory|Not enough memory"
+            r"|Decode out of memory(?! happened)"
+        ),
     ),
     ("segfault", re.compile(r"Fatal Python error: Segmentation fault|Segmentation fault \(core")),
     # `Capture cuda graph failed` (0.3 on), `Capture CPU graph failed` (0.5.3 on), `Capture
@@ -48,11 +52,18 @@ CRASH_SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # role/stage-named captures of 0.5.16+ (`Capture target verify CUDA graph ...`).
     (
         "capture_failed",
-        re.compile(r"Capture (?:[\w-]+ ){0,4}(?:cuda|CUDA|cpu|CPU|npu|NPU|musa|MUSA) graph failed"),
+        re.compile(
+            r"Capture (?:[\w-]+ ){0,4}(?:cuda|CUDA|cpu|CPU|npu|NPU|musa|MUSA|xpu|XPU) graph failed"
+            r"|Capture single-CG draft extend failed"
+        ),
     ),
     ("cuda_error", re.compile(r"CUDA error: ")),
     ("nccl_error", re.compile(r"NCCL error|ncclUnhandledCudaError|ncclSystemError")),
-    ("scheduler_exception", re.compile(r"Scheduler hit an exception")),
+    # 0.3.6 logs the scheduler's traceback bare, right after the header.
+    (
+        "scheduler_exception",
+        re.compile(r"Scheduler hit an exception|\d\] Traceback \(most recent call last\)"),
+    ),
     ("detokenizer_exception", re.compile(r"DetokenizerManager hit an exception")),
     # `Watchdog timeout (self.watchdog_timeout=300)` up to 0.5.6; `Scheduler watchdog timeout
     # (self.watchdog_timeout=300, self.soft=False)` from 0.5.10. A soft watchdog only dumps.
@@ -79,6 +90,8 @@ _CRASH_NEEDLES = (
     "CUBLAS_STATUS_",
     "CUDA error",
     "graph failed",
+    "single-CG",
+    "] Traceback (most",
     "NCCL error",
     "nccl",
     "atchdog",

@@ -23,6 +23,7 @@ from console.watch.header import Header, parse_header
 __all__ = [
     "READY",
     "SERVER_ARGS",
+    "SERVER_ARGS_DICT",
     "ArgValue",
     "DraftRunnerInit",
     "GraphCapture",
@@ -31,6 +32,7 @@ __all__ = [
     "ServerReady",
     "WeightLoad",
     "deprecation_warning",
+    "is_kv_cache",
     "parse_capture",
     "parse_init",
     "parse_kv_cache",
@@ -57,7 +59,7 @@ _DTYPE_RE = re.compile(r"\bdtype: ([\w.]+)")
 # piecewise CUDA graph end`, `Capture target verify CUDA graph begin`, `Capture UNO tree draft
 # CUDA graph begin`: up to four words name the graph before the device.
 _CAPTURE_RE = re.compile(
-    r"Capture ((?:[\w-]+ ){0,4}?)(cuda|CUDA|npu|NPU|cpu|CPU|musa|MUSA) graph (begin|end)\b"
+    r"Capture ((?:[\w-]+ ){0,4}?)(cuda|CUDA|npu|NPU|cpu|CPU|musa|MUSA|xpu|XPU) graph (begin|end)\b"
 )
 _BACKEND_RE = re.compile(r"\bbackend=([\w-]+)")
 _BS_RE = re.compile(r"\bbs=\[([\d, ]*)\]")
@@ -69,6 +71,9 @@ _INIT_RE = re.compile(r"Initialized (DFLASH|DFlash|DDTREE|DDTree|DSPARK|DSpark)\
 _PARAM_RE = re.compile(r"([A-Za-z_][\w.]*)(?:=([^,\s]+)|: ([^,\s=]+)(?=[,\s]|$))")
 READY = "The server is fired up and ready to roll!"
 SERVER_ARGS = "server_args=ServerArgs("
+SERVER_ARGS_DICT = "server_args={"
+"""0.5.23 prints the resolved arguments as a dict (`engine.py: server_args={...}`)."""
+_KV_MARKERS = ("KV Cache is allocated", "KV Cache VA upper bound", "KV cache allocated")
 
 
 def _float(pattern: re.Pattern[str], text: str) -> float | None:
@@ -178,8 +183,14 @@ def parse_weight_load(message: str) -> WeightLoad | None:
     )
 
 
+def is_kv_cache(message: str) -> bool:
+    """`KV Cache is allocated` (0.4.6 on), 0.5.23's `KV Cache VA upper bound` and
+    `Post-capture KV sizing: KV cache allocated`."""
+    return any(marker in message for marker in _KV_MARKERS)
+
+
 def parse_kv_cache(message: str) -> KVCacheAllocated:
-    start = message.index("KV Cache is allocated")
+    start = min(i for m in _KV_MARKERS if (i := message.find(m)) >= 0)
     rest = message[start:]
     tokens = _KV_TOKENS_RE.search(rest)
     dtype = _DTYPE_RE.search(rest)
@@ -278,12 +289,20 @@ def _literal(raw: str) -> tuple[bool, ArgValue]:
 
 
 def parse_server_args(message: str) -> ServerArgsLine:
-    start = message.index(SERVER_ARGS)
-    body = message[start + len(SERVER_ARGS) :]
+    """`server_args=ServerArgs(a=1, ...)` (up to 0.5.16) or `server_args={'a': 1, ...}`."""
+    dict_form = SERVER_ARGS not in message
+    marker = SERVER_ARGS_DICT if dict_form else SERVER_ARGS
+    start = message.index(marker)
+    body = message[start + len(marker) :]
     items, end = _split_top_level(body)
     args: dict[str, ArgValue] = {}
     for item in items:
-        key, sep, raw = item.strip().partition("=")
+        key, sep, raw = item.strip().partition(": " if dict_form else "=")
+        if dict_form:
+            quoted, name = _literal(key)
+            if not quoted or not isinstance(name, str):
+                continue
+            key = name
         if not sep or not key.isidentifier():
             continue
         simple, value = _literal(raw.strip())

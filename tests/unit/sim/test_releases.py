@@ -37,7 +37,9 @@ def test_a_deprecated_argument_prints_the_releases_warning() -> None:
     assert releases.deprecation_warnings([*BASE, "--disable-cuda-graph"], None) == []
 
 
-@pytest.mark.parametrize("version", ["0.3.6", "0.4.6", "0.5.3", "0.5.4", "0.5.10", "0.5.23"])
+@pytest.mark.parametrize(
+    "version", ["0.3.6", "0.4.6", "0.4.10", "0.5.3", "0.5.4", "0.5.5", "0.5.10", "0.5.23"]
+)
 def test_decode_lines_are_in_the_releases_format_and_parse(version: str) -> None:
     release = catalogue().release(version)
     line = releases.decode_line(
@@ -58,7 +60,8 @@ def test_decode_lines_are_in_the_releases_format_and_parse(version: str) -> None
     key = release.key if release else (0, 0, 0)
     assert parsed.accept_len == (4.25 if key >= (0, 4, 6) else None)
     assert parsed.accept_rate == (0.4 if key >= (0, 5, 4) else None)
-    assert parsed.iteration == (320 if (0, 5, 4) <= key < (0, 5, 10) else None)
+    assert parsed.iteration == (320 if key == (0, 5, 4) else None)
+    assert parsed.graph == (True if key >= (0, 4, 10) else None)
 
 
 def test_demo_versions_are_releases() -> None:

@@ -325,6 +325,16 @@ def test_prefill_pd_fields_and_iteration() -> None:
     assert (line.iteration, line.pending_token, line.field("#inflight-req")) == (12, 40, 2)
 
 
+def test_a_decode_line_ending_at_gen_throughput_keeps_its_accept_length() -> None:
+    """Issue 16's report; no released wheel prints it (every one ends with `#queue-req`)."""
+    line = _decode(
+        "[2026-01-01 00:00:00 TP0] Decode batch, #running-req: 3, #token: 2000, token usage: "
+        "0.01, accept len: 6.40, accept rate: 0.36, cuda graph: True, gen throughput (token/s): "
+        "410.00"
+    )
+    assert (line.accept_len, line.gen_throughput, line.queue_req) == (6.40, 410.0, None)
+
+
 def test_cut_off_batch_lines_keep_what_they_carry() -> None:
     decode = _decode("[2026-01-01 00:00:00] Decode batch, #running-req: 1, #token: 5")
     assert (decode.running_req, decode.token, decode.gen_throughput) == (1, 5, None)
