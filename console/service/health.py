@@ -4,7 +4,7 @@ Before 0.5.3 `/health` is a plain liveness 200 (`return Response(status_code=200
 while the model is still loading); `/health_generate` runs one token through the scheduler on
 every release from 0.3.6. From 0.5.3 `/health` is `/health_generate` (503 during start-up and
 after `SGLANG_HEALTH_CHECK_TIMEOUT`). Server information is `/get_server_info` from 0.4.1 and
-`/server_info` from 0.5.10 (the old path deprecated). Readiness therefore asks
+`/server_info` from 0.5.6 (the old path deprecated). Readiness therefore asks
 `/health_generate` where `/health` would only say the process is up; the smoke completion runs
 after it on every release, so a server that is up but answers garbage is never called healthy.
 Pure: no I/O.
@@ -17,7 +17,7 @@ from console.service.catalogue import release_key
 __all__ = ["health_is_liveness", "readiness_path", "server_info_path"]
 
 _GENERATING_HEALTH = (0, 5, 3)
-_SERVER_INFO = (0, 5, 10)
+_SERVER_INFO = (0, 5, 6)
 _GET_SERVER_INFO = (0, 4, 1)
 
 
@@ -35,7 +35,7 @@ def readiness_path(version: str | None, configured: str) -> str:
 
 
 def server_info_path(version: str | None) -> str | None:
-    """`/server_info` (0.5.10 on), `/get_server_info` (0.4.1 on), None before; unknown
+    """`/server_info` (0.5.6 on), `/get_server_info` (0.4.1 on), None before; unknown
     releases get the new path."""
     key = None if version is None else release_key(version)
     if key is None or key >= _SERVER_INFO:

@@ -34,10 +34,11 @@ def test_a_profiles_own_health_path_is_kept() -> None:
     [
         ("0.3.6", None),
         ("0.4.1", "/get_server_info"),
-        ("0.5.6", "/get_server_info"),
+        ("0.5.5", "/get_server_info"),
+        ("0.5.6", "/server_info"),
         ("0.5.10", "/server_info"),
         ("0.5.23", "/server_info"),
     ],
 )
-def test_server_info_moved_in_0_5_10(version: str, path: str | None) -> None:
+def test_server_info_moved_in_0_5_6(version: str, path: str | None) -> None:
     assert server_info_path(version) == path
