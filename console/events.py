@@ -75,6 +75,8 @@ class ServiceStatus:
     flags: dict[str, FlagValue] = field(default_factory=dict)
     error: str | None = None
     """Why the status could not be read (the host is still connected)."""
+    sglang_version: str | None = None
+    """`sglang.__version__` of the unit's interpreter, when it was asked and answered."""
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,8 @@ class RolloutFinished:
     """This rollout's entry in the host's history (/var/lib/specops/UNIT/history.json)."""
     abandoned: tuple[str, ...] = ()
     """Earlier rollouts this one found abandoned half way in the host's history."""
+    warnings: tuple[str, ...] = ()
+    """Deprecation warnings the server printed at start-up (SGLang 0.5.16 on)."""
 
     @property
     def ok(self) -> bool:

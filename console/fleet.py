@@ -164,7 +164,7 @@ class Fleet:
             try:
                 status = await read_status(session, with_flags=False)
                 if status.invocation_id != last_invocation:
-                    status = await read_status(session)
+                    status = await read_status(session, with_version=True)
                     last_invocation = status.invocation_id
             except RemoteError as exc:
                 status = ServiceStatus(host=name, error=str(exc))
@@ -183,6 +183,9 @@ class Fleet:
         previous = self.status.get(status.host)
         if status.error is None and not status.flags and previous is not None:
             status = ServiceStatus(**{**status.__dict__, "flags": previous.flags})
+        if status.sglang_version is None and previous is not None and previous.sglang_version:
+            # asked once per invocation; an upgrade needs a restart, which asks again
+            status = ServiceStatus(**{**status.__dict__, "sglang_version": previous.sglang_version})
         self.status[status.host] = status
         self.monitors[status.host].set_status(status)
         if status != previous:

@@ -142,6 +142,9 @@ class FlagSpec(_Strict):
     type: FlagType
     inverted: bool = False
     """For switches named `--disable-*`: the flag is *on* when the argument is absent."""
+    value: str | None = None
+    """For a switch written `ARG VALUE` (`--cuda-graph-backend-decode disabled`): the value
+    that means the argument is present; other values of ARG are left alone."""
     min: float | None = None
     max: float | None = None
     choices: tuple[str, ...] | None = None
@@ -179,6 +182,8 @@ class FlagSpec(_Strict):
             raise ValueError("'min'/'max' only apply to int and float flags")
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ValueError(f"'min' ({self.min:g}) is greater than 'max' ({self.max:g})")
+        if self.value is not None and self.type != "switch":
+            raise ValueError("'value' only applies to type 'switch'")
         return self
 
 

@@ -23,6 +23,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     demo = sub.add_parser("demo", parents=[common], help="the TUI over a simulated GPU fleet")
     demo.add_argument("--hosts", type=int, default=2, help="number of simulated hosts (1-64)")
     demo.add_argument("--serve", metavar="DIR", help="run the fleet headless; files go to DIR")
+    demo.add_argument(
+        "--sglang-version",
+        metavar="X",
+        help="every host runs this SGLang release (default: the hosts mix releases)",
+    )
     demo.add_argument("--load-delay", type=float, default=4.0, help=argparse.SUPPRESS)
     demo.add_argument("--decode-interval", type=float, default=1.0, help=argparse.SUPPRESS)
 
@@ -33,14 +38,28 @@ def run(args: argparse.Namespace) -> int:
     return run_demo(args)
 
 
-async def serve_demo(directory: Path, hosts: int, timing: Timing) -> int:
+def _versions(args: argparse.Namespace) -> tuple[str, ...]:
+    from console.service.catalogue import catalogue
+    from console.sim import releases
+
+    if args.sglang_version is None:
+        return releases.DEMO_RELEASES
+    if not releases.is_release(args.sglang_version):
+        known = ", ".join(catalogue().names)
+        raise UsageError(f"--sglang-version {args.sglang_version}: not a release (known: {known})")
+    return (args.sglang_version,)
+
+
+async def serve_demo(
+    directory: Path, hosts: int, timing: Timing, versions: tuple[str, ...] = ()
+) -> int:
     from console.sim.fleet import SimFleet
 
-    fleet = SimFleet(directory, hosts=hosts, timing=timing)
+    fleet = SimFleet(directory, hosts=hosts, timing=timing, versions=versions)
     await fleet.start()
     out.print(f"simulated fleet of {hosts} host(s) running; profiles in {fleet.profiles_dir}")
     for name, host in fleet.hosts.items():
-        out.print(f"  {name}: ssh root@127.0.0.1 -p {host.port}")
+        out.print(f"  {name}: ssh root@127.0.0.1 -p {host.port} (SGLang {host.sglang_version})")
     out.print(f"try: specops status --profiles {fleet.profiles_dir}")
     print(f"READY {fleet.profiles_dir}", flush=True)
     stop = asyncio.Event()
@@ -57,11 +76,13 @@ def run_demo(args: argparse.Namespace) -> int:
     from console.sim.sglang import Timing
 
     timing = Timing(load_s=args.load_delay, decode_interval_s=args.decode_interval)
+    versions = _versions(args)
     if args.serve:
-        return asyncio.run(serve_demo(Path(args.serve), args.hosts, timing))
+        return asyncio.run(serve_demo(Path(args.serve), args.hosts, timing, versions))
     require_terminal()
     with tempfile.TemporaryDirectory(prefix="specops-demo-") as tmp:
-        sim = ThreadedSimFleet(SimFleet(Path(tmp), hosts=args.hosts, timing=timing))
+        fleet = SimFleet(Path(tmp), hosts=args.hosts, timing=timing, versions=versions)
+        sim = ThreadedSimFleet(fleet)
         profiles = sim.start()
         try:
             return run_tui(profiles, read_only=args.read_only)

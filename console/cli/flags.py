@@ -25,9 +25,11 @@ from console.cli.common import (
 )
 from console.cli.status import RELOAD_PENDING
 from console.profiles import FlagSpec, select
+from console.service.catalogue import catalogue, deprecated_in
 from console.service.flags import format_value, read_flags
 from console.service.status import read_status
 from console.service.unit import effective_service
+from console.service.version import read_version
 from console.transport import remote
 from console.transport.ssh import Disconnected, HostSession, RemoteError
 from console.tuning import history
@@ -70,6 +72,7 @@ async def cmd_flags(args: argparse.Namespace) -> int:
         service = effective_service(cat.stdout)
         values = read_flags(profile.flags, service.argv, service.environment)
         good = await _last_good(session)
+        version = await read_version(session, service.argv[0]) if service.argv else None
     except Disconnected as exc:
         err.print(str(exc), markup=False)
         return EXIT_UNREACHABLE
@@ -79,9 +82,21 @@ async def cmd_flags(args: argparse.Namespace) -> int:
     finally:
         await session.close()
     good_values = dict(good.values) if good is not None else {}
+    deprecated = deprecated_in(service.argv, catalogue().release_for(version))
     record: dict[str, Any] = {
         "host": profile.name,
         "unit": profile.service.unit,
+        "sglang_version": version,
+        "deprecated": [
+            {
+                "arg": d.arg,
+                "status": d.status,
+                "replacement": d.replacement,
+                "since": d.since,
+                "message": d.describe(),
+            }
+            for d in deprecated
+        ],
         "active_state": status.active_state,
         "sub_state": status.sub_state,
         "invocation_id": status.invocation_id,
@@ -111,11 +126,14 @@ async def cmd_flags(args: argparse.Namespace) -> int:
     out.print(f"ExecStart from {escape(service.execstart_source or '?')}", style="dim")
     if status.need_daemon_reload:
         out.print(escape(RELOAD_PENDING), style="yellow", soft_wrap=True)
+    if version is not None:
+        out.print(f"SGLang {escape(version)}", style="dim")
     table = Table("flag", "value", "last good", "maps to", "type")
     table.add_column("help", ratio=1, min_width=12)
     for column in table.columns[:5]:
         column.no_wrap = True
         column.min_width = len(str(column.header))
+    marks = {d.arg: d for d in deprecated}
     for name, spec in profile.flags.items():
         value = format_value(values.get(name))
         last = format_value(good_values[name]) if name in good_values else "-"
@@ -124,8 +142,16 @@ async def cmd_flags(args: argparse.Namespace) -> int:
         target = spec.arg or f"${spec.env}"
         if spec.inverted:
             target = f"no {target}"
-        table.add_row(name, escape(value), last, escape(target), _type_text(spec), spec.help)
+        target = escape(target)
+        mark = marks.get(spec.arg or "")
+        if mark is not None:
+            target += f" [yellow]({mark.status}: {escape(mark.replacement or 'no replacement')})"
+            target += "[/yellow]"
+        table.add_row(name, escape(value), last, target, _type_text(spec), spec.help)
     out.print(table)
+    for d in deprecated:
+        colour = "red" if d.refused else "yellow"
+        out.print(f"[{colour}]![/{colour}] {escape(d.describe())}", soft_wrap=True)
     if good is not None:
         when = iso(good.finished_at or good.started_at)
         out.print(f"last good: history entry {good.n}, kept {when}", style="dim")

@@ -139,6 +139,8 @@ def _report(result: RolloutFinished, plan: Plan) -> None:
             f"[yellow]{name}: {escape(note)}[/yellow]; `specops history {name}` shows it",
             soft_wrap=True,
         )
+    for warning in result.warnings:
+        err.print(f"  [yellow]![/yellow] {name} at start-up: {escape(warning)}", soft_wrap=True)
     if result.outcome is RolloutOutcome.APPLIED:
         accept = f", accept len {result.accept_len:.2f}" if result.accept_len is not None else ""
         soaked = f", stayed up {result.soaked_s:g}s" if result.soaked_s else ""
@@ -233,6 +235,10 @@ async def run_plan(
     profile = session.profile
     _print_diff(plan)
     _say(f"{profile.name}: {escape(plan.summary())}")
+    if plan.release is not None:
+        err.print(f"  SGLang {escape(plan.release)} (the unit's interpreter)", style="dim")
+    for note in plan.notes:
+        err.print(f"  [yellow]![/yellow] {escape(note)}", soft_wrap=True)
     if profile.service.check_flags:
         try:
             checked = await check_arguments(session, plan)

@@ -34,7 +34,7 @@ async def _status_one(profile: Profile) -> tuple[HostState, ServiceStatus | None
         if state.state is not ConnState.CONNECTED:
             return state, None, None
         try:
-            return state, await read_status(session), None
+            return state, await read_status(session, with_version=True), None
         except (RemoteError, ValueError) as exc:
             return state, None, str(exc)
     finally:
@@ -65,6 +65,7 @@ def _status_record(
             invocation_id=status.invocation_id,
             n_restarts=status.n_restarts,
             need_daemon_reload=status.need_daemon_reload,
+            sglang_version=status.sglang_version,
             flags=status.flags,
         )
     if error:
@@ -80,7 +81,7 @@ async def cmd_status(args: argparse.Namespace) -> int:
         for record in records:
             print(json.dumps(record), flush=True)
     else:
-        table = Table("host", "connection", "unit state", "invocation", "flags")
+        table = Table("host", "connection", "unit state", "sglang", "invocation", "flags")
         table.columns[2].min_width = len("NeedDaemonReload=yes")
         for r in records:
             conn = r["connection"]
@@ -92,7 +93,9 @@ async def cmd_status(args: argparse.Namespace) -> int:
             if r.get("need_daemon_reload"):
                 state += "\nNeedDaemonReload=yes"  # the flags shown are the files' (see flags)
             flags = " ".join(f"{k}={v}" for k, v in r.get("flags", {}).items())
-            table.add_row(r["host"], conn, state, r.get("invocation_id", "-")[:12], flags or "-")
+            version = r.get("sglang_version") or "-"
+            invocation = r.get("invocation_id", "-")[:12]
+            table.add_row(r["host"], conn, state, version, invocation, flags or "-")
         out.print(table)
     failed = any(not r["connected"] for r in records)
     return (

@@ -60,6 +60,7 @@ from console.service.execline import FlagError
 from console.service.flags import format_variant, read_flags
 from console.service.status import read_status
 from console.service.unit import effective_service
+from console.service.version import read_version
 from console.transport import remote
 from console.transport.ssh import CommandFailed, ConnState, HostSession, RemoteError
 from console.watch.journal import decode_lines
@@ -228,6 +229,8 @@ class _HostRun:
         secret = profile.secret_names
         # The package is shared: every file in it goes through the one redaction.
         unit_text = redact_text(cat if cat.endswith("\n") else cat + "\n", secret)
+        unit_text = cat if cat.endswith("\n") else cat + "\n"
+        sglang = await read_version(session, service.argv[0]) if service.argv else None
 
         tracker.emit(SnapshotStage.JOURNAL)
         window_cmd = remote.journal_read(unit, since=art.journal_since)
@@ -303,6 +306,7 @@ class _HostRun:
             "active_state": status.active_state,
             "sub_state": status.sub_state,
             "n_restarts": status.n_restarts,
+            "sglang_version": sglang,
             "invocation": invocation,
             "variant": redact_text(variant, secret),
             "flags": {

@@ -15,6 +15,7 @@ import string
 from collections.abc import Mapping, Sequence
 
 from console.profiles import FlagSpec, FlagValue
+from console.service.catalogue import successor
 from console.service.execline import FlagError, render_words
 from console.service.unit import argument_groups, render_env
 
@@ -67,24 +68,48 @@ def read_flags(
             text = env.get(spec.env)
             values[name] = None if text is None else _convert(name, spec, text)
             continue
+        newer = _successor(spec, argv)
+        if newer is not None:
+            value = read_flags({name: newer}, argv, env)[name]
+            if spec.type != "switch" or value != spec.inverted:  # the newer form says so
+                values[name] = value
+                continue
         arg = spec.arg or ""
         found = _occurrences(argv, arg)
         if spec.type == "switch":
-            present = any(argv[i] == arg for i in found)
+            if spec.value is None:
+                present = any(argv[i] == arg for i in found)
+            else:
+                present = bool(found) and _value_at(argv, found[-1], arg) == spec.value
             values[name] = present != spec.inverted
             continue
         if not found:
             values[name] = None
             continue
         i = found[-1]
-        if argv[i] != arg:
-            text = argv[i][len(arg) + 1 :]
-        elif i + 1 < len(argv):
-            text = argv[i + 1]
-        else:
+        text = _value_at(argv, i, arg)
+        if text is None:
             raise FlagError(f"{arg} is the last argument and has no value", flag=name)
         values[name] = _convert(name, spec, text)
     return values
+
+
+def _successor(spec: FlagSpec, argv: Sequence[str]) -> FlagSpec | None:
+    """The spec in the form a newer release writes, when argv uses that form."""
+    form = successor(spec.arg) if spec.arg is not None else None
+    if form is None or not _occurrences(argv, form[0]):
+        return None
+    arg, value = form
+    if spec.type == "switch":
+        return spec.model_copy(update={"arg": arg, "value": value}) if value else None
+    return None if value is not None else spec.model_copy(update={"arg": arg})
+
+
+def _value_at(argv: Sequence[str], i: int, arg: str) -> str | None:
+    """The value of the option at argv[i] (`--x=v` or `--x v`); None when nothing follows."""
+    if argv[i] != arg:
+        return argv[i][len(arg) + 1 :]
+    return argv[i + 1] if i + 1 < len(argv) else None
 
 
 def _check_range(name: str, spec: FlagSpec, number: float, text: str) -> None:
@@ -177,6 +202,14 @@ def apply_flags(
                 new_env[spec.env] = _arg_text(value)
             continue
         arg = spec.arg or ""
+        if spec.type == "switch" and spec.value is not None:
+            found = _occurrences(new_argv, arg)
+            current = _value_at(new_argv, found[-1], arg) if found else None
+            if value != spec.inverted:
+                new_argv = _set_argument(new_argv, arg, spec.value)
+            elif current == spec.value:  # another value (`breakable`) is not this switch's
+                new_argv = _set_argument(new_argv, arg, None)
+            continue
         if spec.type == "switch":
             present = value != spec.inverted
             if not present:
@@ -186,6 +219,13 @@ def apply_flags(
             continue
         new_argv = _set_argument(new_argv, arg, None if value is None else _arg_text(value))
     return new_argv, new_env
+
+
+def remove_argument(argv: Sequence[str], arg: str, switch: bool) -> list[str]:
+    """`argv` without `arg` (and, unless it is a switch, the value that goes with it)."""
+    if switch:
+        return [w for i, w in enumerate(argv) if i == 0 or w != arg]
+    return _set_argument(list(argv), arg, None)
 
 
 def _set_argument(argv: list[str], arg: str, text: str | None) -> list[str]:

@@ -12,6 +12,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import asyncssh
@@ -154,6 +155,7 @@ class SimFleet:
         untrusted: frozenset[str] = frozenset(),
         keepalive_s: float = 5.0,
         soak_s: float | None = None,
+        versions: Sequence[str] = (),
     ) -> None:
         if not 1 <= hosts <= 64:
             raise ValueError("a simulated fleet has 1 to 64 hosts")
@@ -168,6 +170,12 @@ class SimFleet:
         self.soak_s = max(1.0, timing.decode_interval_s * 10) if soak_s is None else soak_s
         """The profiles' `service.soak_s`: ten decode lines by default."""
         self.hosts: dict[str, SimHost] = {}
+        self.versions = tuple(versions)
+        """The SGLang releases the hosts run, in turn (empty: the simulator's default)."""
+
+    def version_of(self, index: int) -> str | None:
+        """The release of the `index`-th host."""
+        return self.versions[index % len(self.versions)] if self.versions else None
 
     @property
     def profiles_dir(self) -> Path:
@@ -184,13 +192,14 @@ class SimFleet:
         (d / "ssh_config").touch()
         self.profiles_dir.mkdir(exist_ok=True)
         known: list[str] = []
-        for name in self.names:
+        for index, name in enumerate(self.names):
             host = SimHost(
                 name,
                 d / "hosts" / name,
                 host_key=_key(d / "keys" / f"{name}_host_key"),
                 client_key=client_key,
                 timing=self.timing,
+                sglang_version=self.version_of(index),
             )
             await host.start()
             self.hosts[name] = host

@@ -23,12 +23,13 @@ import asyncssh
 
 from console.evidence.manifest import format_line
 from console.sim import journal as jq
-from console.sim import load
+from console.sim import load, releases
 from console.sim.http import serve_http
 from console.sim.journal import SimJournal
 from console.sim.sglang import Timing, help_text, seed_bench_files
 from console.sim.shell import sh
 from console.sim.systemd import SimUnit
+from console.transport import remote
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +132,11 @@ class SimHost:
         service_port: int = 30001,
         timing: Timing = Timing(),
         python: str = "/opt/sglang/venv/bin/python3",
+        sglang_version: str | None = None,
     ) -> None:
         self.name = name
+        self.sglang_version = sglang_version or releases.DEFAULT_RELEASE
+        """What `python -c 'import sglang; print(sglang.__version__)'` answers."""
         self.root = root
         self.host_key = host_key
         self.client_key = client_key
@@ -156,7 +160,9 @@ class SimHost:
         self.port = 0
         self._acceptor: asyncssh.SSHAcceptor | None = None
         bench = root / "root" / "bench_results_opt"
-        self.unit = SimUnit(unit, root, self.journal, timing=timing, bench_dir=bench)
+        self.unit = SimUnit(
+            unit, root, self.journal, timing=timing, bench_dir=bench, version=self.sglang_version
+        )
         frag = self.unit.local(self.unit.fragment)
         if not frag.exists():
             frag.parent.mkdir(parents=True, exist_ok=True)
@@ -252,6 +258,8 @@ class SimHost:
         handler = COMMANDS.get(argv[0]) if argv and argv[0] not in self.lacks else None
         if handler is None and len(argv) >= 3 and argv[1:3] == ["-m", "sglang.launch_server"]:
             handler = _launch_server
+        if handler is None and argv[1:] == ["-c", remote.SGLANG_VERSION_CODE]:
+            handler = _sglang_version
         if handler is None:
             process.stderr.write(f"sh: 1: {argv[0] if argv else ''}: not found\n")
             process.exit(127)
@@ -459,10 +467,20 @@ async def _launch_server(
         process.stderr.write(f"sh: 1: {argv[0]}: not found\n")
         return 127
     if "--help" in argv or "-h" in argv:
-        process.stdout.write(help_text())
+        process.stdout.write(help_text(host.sglang_version))
         return 0
     process.stderr.write("refusing to start a second server from a shell\n")
     return 1
+
+
+async def _sglang_version(
+    host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]
+) -> int:
+    if argv[0] != host.python:
+        process.stderr.write(f"sh: 1: {argv[0]}: not found\n")
+        return 127
+    process.stdout.write(host.sglang_version + "\n")
+    return 0
 
 
 async def _emit(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]) -> int:

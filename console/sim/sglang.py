@@ -26,6 +26,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from console.service.catalogue import Release
+from console.service.health import health_is_liveness
+from console.sim import releases
 from console.sim.failures import SIGQUIT_RUNNING, FailurePlan, FailureTiming
 
 Emit = Callable[[str, int], None]
@@ -44,9 +47,13 @@ class _Parser(argparse.ArgumentParser):
         raise ArgumentError(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(release: Release | None = None) -> argparse.ArgumentParser:
     p = _Parser(prog="launch_server.py", add_help=True)
-    add = p.add_argument
+
+    def add(*names: str, **options: object) -> None:
+        if releases.keeps(names[0], release):
+            p.add_argument(*names, **options)  # type: ignore[arg-type]
+
     add("--model-path", "--model", required=True, help="The path of the model weights.")
     add("--served-model-name", default=None)
     add("--host", default="127.0.0.1", help="The host of the HTTP server.")
@@ -76,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--log-level", default="info")
     add("--watchdog-timeout", type=float, default=300)
     add("--api-key", default=None, help="Set API key of the server.")
+    releases.add_release_arguments(p, release)
     return p
 
 
@@ -96,7 +104,8 @@ class SimConfig:
 
     @property
     def cuda_graph(self) -> bool:
-        return not self.args.disable_cuda_graph
+        backend = getattr(self.args, "cuda_graph_backend_decode", None)
+        return not self.args.disable_cuda_graph and backend != "disabled"
 
     @property
     def max_running(self) -> int:
@@ -113,15 +122,17 @@ class Timing:
     """When crashing configurations crash (capture, N batches after ready, minutes later)."""
 
 
-def parse_command(argv: Sequence[str], env: Mapping[str, str]) -> SimConfig:
+def parse_command(
+    argv: Sequence[str], env: Mapping[str, str], release: Release | None = None
+) -> SimConfig:
     """argv is the whole ExecStart (interpreter, `-m`, module, arguments)."""
     args = list(argv)
     args = args[args.index("-m") + 2 :] if "-m" in args else args[1:]
-    return SimConfig(build_parser().parse_args(args), dict(env))
+    return SimConfig(build_parser(release).parse_args(args), dict(env))
 
 
-def help_text() -> str:
-    return build_parser().format_help()
+def help_text(version: str | None = None) -> str:
+    return build_parser(releases.release_of(version)).format_help()
 
 
 class SimSGLang:
@@ -134,7 +145,11 @@ class SimSGLang:
         timing: Timing = Timing(),
         bench_dir: Path | None = None,
         seed: int | None = None,
+        version: str | None = None,
     ) -> None:
+        self.version = version or releases.DEFAULT_RELEASE
+        """`sglang.__version__` of the simulated build."""
+        self.release = releases.release_of(self.version)
         self._argv = list(argv)
         self._env = dict(env)
         self._emit_raw = emit
@@ -169,7 +184,7 @@ class SimSGLang:
     async def run(self) -> int:
         """Run until crash or cancellation; returns the exit status (negative: signal)."""
         try:
-            self.config = parse_command(self._argv, self._env)
+            self.config = parse_command(self._argv, self._env, self.release)
         except ArgumentError as exc:
             self._emit_raw("usage: launch_server.py [-h] --model-path MODEL_PATH ...", 3)
             self._emit_raw(f"launch_server.py: error: {exc}", 3)
@@ -184,6 +199,8 @@ class SimSGLang:
             mem_fraction=a.mem_fraction_static,
             rng=self.rng,
         )
+        for warning in releases.deprecation_warnings(self._argv, self.release):
+            self.log(warning, priority=4)
         self.log(
             "server_args=ServerArgs("
             f"model_path='{a.model_path}', tp_size={a.tp_size}, port={a.port}, "
@@ -303,10 +320,18 @@ class SimSGLang:
                     f"cuda graph: {graph}, input throughput (token/s): {tps * 3:.2f}"
                 )
             self.log(
-                f"Decode batch, #running-req: {running}, #token: {tokens}, "
-                f"token usage: {min(1.0, tokens / capacity):.2f}, accept len: {al:.2f}, "
-                f"accept rate: {rate:.2f}, cuda graph: {graph}, "
-                f"gen throughput (token/s): {tps:.2f}, #queue-req: {self.rng.randint(0, 2)}"
+                releases.decode_line(
+                    self.release,
+                    running=running,
+                    tokens=tokens,
+                    usage=min(1.0, tokens / capacity),
+                    accept_len=al,
+                    accept_rate=rate,
+                    graph=cfg.cuda_graph,
+                    throughput=tps,
+                    queue=self.rng.randint(0, 2),
+                    iteration=n * cfg.max_running,
+                )
             )
             if n % 5 == 0:
                 self.log(
@@ -337,6 +362,8 @@ class SimSGLang:
         authorized = (headers or {}).get("authorization") == f"Bearer {key}"
         if key and not path.startswith(("/health", "/metrics")) and not authorized:
             return 401, {"error": "Unauthorized"}
+        if path == "/health" and health_is_liveness(self.version):
+            return 200, {}  # before 0.5.3: liveness, even while the model loads
         if path in ("/health", "/health_generate"):
             return (200, {}) if self.ready else (503, {"error": "starting"})
         if not self.ready:
@@ -348,7 +375,7 @@ class SimSGLang:
         if path in ("/server_info", "/get_server_info"):
             mean = self._accept_sum / self._accept_n if self._accept_n else 0.0
             return 200, {
-                "version": "0.5.9-ddtree",
+                "version": self.version,
                 "speculative_num_draft_tokens": cfg.budget,
                 "internal_states": [
                     {

@@ -46,7 +46,10 @@ class SimUnit:
         *,
         timing: Timing,
         bench_dir: Path | None,
+        version: str | None = None,
     ) -> None:
+        self.version = version
+        """`sglang.__version__` of the installed build (None: the simulator's default)."""
         self.name = name
         self.root = root
         self.journal = journal
@@ -205,6 +208,7 @@ class SimUnit:
             emit,
             timing=self.timing,
             bench_dir=self.bench_dir,
+            version=self.version,
         )
         self._task = asyncio.create_task(self._supervise(self.server))
 

@@ -231,9 +231,21 @@ def remove(path: str) -> Command:
 # --- the server build ------------------------------------------------------------------
 
 
-def launch_server_help(interpreter: str) -> Command:
-    """`PYTHON -m sglang.launch_server --help`: the arguments the installed build knows."""
+def _interpreter(interpreter: str) -> str:
     _clean(interpreter, "interpreter")
     if not re.fullmatch(r"/[^\s]*|[A-Za-z0-9._+-]+", interpreter) or interpreter.startswith("-"):
         raise UnsafeArgument(f"interpreter {interpreter!r} is not a path or a program name")
-    return Command((interpreter, "-m", "sglang.launch_server", "--help"))
+    return interpreter
+
+
+def launch_server_help(interpreter: str) -> Command:
+    """`PYTHON -m sglang.launch_server --help`: the arguments the installed build knows."""
+    return Command((_interpreter(interpreter), "-m", "sglang.launch_server", "--help"))
+
+
+SGLANG_VERSION_CODE = "import sglang; print(sglang.__version__)"
+
+
+def sglang_version(interpreter: str) -> Command:
+    """`PYTHON -c 'import sglang; print(sglang.__version__)'`: the release the unit runs."""
+    return Command((_interpreter(interpreter), "-c", SGLANG_VERSION_CODE))

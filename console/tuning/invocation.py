@@ -28,6 +28,7 @@ from console.watch.sglang import (
     ServerReady,
     WeightLoad,
     crash_signature,
+    deprecation_warning,
     parse_line,
 )
 
@@ -70,6 +71,8 @@ class InvocationWatch:
             session, unit, self._deliver, cursor=cursor, history=0 if cursor else 1000
         )
         self._task: asyncio.Task[None] | None = None
+        self.warnings: list[str] = []
+        """Deprecation warnings any watched invocation printed at start-up, each once."""
         self.changed = asyncio.Event()
         """Set whenever entries of the focused invocation arrive (cleared by the reader)."""
         self._reset(None)
@@ -142,6 +145,9 @@ class InvocationWatch:
     def _observe(self, message: str, timestamp: float) -> None:
         if EXCEPTION_RE.match(message):
             self.exception_line = message.strip()
+        warning = deprecation_warning(message) if "deprecated" in message else None
+        if warning is not None and warning not in self.warnings:
+            self.warnings.append(warning)
         signature = crash_signature(message)
         if signature is not None:
             if self.signature is None:

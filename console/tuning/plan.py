@@ -10,6 +10,11 @@ Three gates stand between `budget=16` typed by a person and a restarted server:
 3. `check_arguments`: the unit's own interpreter is asked for `-m sglang.launch_server
    --help`, and an argument that build does not know is refused (flags get renamed between
    SGLang versions; an unknown one would crash the server at start-up).
+
+Between 1 and 2, `read_plan` asks the same interpreter for `sglang.__version__` and maps each
+changed flag to the argument that release takes (`console.service.catalogue`): on 0.5.23
+`cuda_graph=off` writes `--cuda-graph-backend-decode disabled`, and a profile argument the
+release removed is refused naming its replacement.
 """
 
 from __future__ import annotations
@@ -18,9 +23,17 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from console.profiles import FlagValue, Profile
+from console.profiles import FlagSpec, FlagValue, Profile
+from console.service.catalogue import Release, catalogue, release_specs
 from console.service.execline import FlagError
-from console.service.flags import apply_flags, diff_argv, format_value, read_flags, validate_value
+from console.service.flags import (
+    apply_flags,
+    diff_argv,
+    format_value,
+    read_flags,
+    remove_argument,
+    validate_value,
+)
 from console.service.unit import (
     ServiceExec,
     dropin_for,
@@ -28,6 +41,7 @@ from console.service.unit import (
     effective_service,
     without_file,
 )
+from console.service.version import read_version
 from console.transport import remote
 from console.transport.ssh import HostSession
 
@@ -74,6 +88,12 @@ class Plan:
     dropin: str | None
     """specops' new drop-in; None removes it (`specops rollback --original`)."""
     dropin_path: str
+    release: str | None = None
+    """`sglang.__version__` of the unit's interpreter, when it answered."""
+    specs: Mapping[str, FlagSpec] | None = None
+    """The profile's flags as this release takes them (None: as the profile writes them)."""
+    notes: tuple[str, ...] = ()
+    """Deprecated arguments met on the way, one sentence each."""
 
     @property
     def changed(self) -> bool:
@@ -89,15 +109,30 @@ class Plan:
         return ", ".join(parts) or "no change"
 
 
-def make_plan(profile: Profile, cat_text: str, changes: Mapping[str, FlagValue]) -> Plan:
-    """Pure: the plan for `changes` on the unit whose `systemctl cat` output is `cat_text`."""
+def make_plan(
+    profile: Profile,
+    cat_text: str,
+    changes: Mapping[str, FlagValue],
+    *,
+    version: str | None = None,
+    release: Release | None = None,
+) -> Plan:
+    """Pure: the plan for `changes` on the unit whose `systemctl cat` output is `cat_text`.
+
+    With a `release`, changed flags are written as that release takes them, a deprecated
+    argument already on the command line is replaced, and a removed one refused (FlagError).
+    """
     unit = profile.service.unit
     service = effective_service(cat_text)
     command = service.require_rewritable()
     old_env = dict(service.environment)
     old_values = read_flags(profile.flags, command.argv, old_env)
-    new_argv, new_env = apply_flags(profile.flags, command.argv, old_env, changes)
-    new_values = read_flags(profile.flags, new_argv, new_env)
+    mapped = release_specs(profile.flags, changes, release)
+    argv = list(command.argv)
+    for name, old_arg in mapped.moved.items():
+        argv = remove_argument(argv, old_arg, profile.flags[name].type == "switch")
+    new_argv, new_env = apply_flags(mapped.specs, argv, old_env, changes)
+    new_values = read_flags(mapped.specs, new_argv, new_env)
     managed = {s.env for s in profile.flags.values() if s.env is not None}
     diff = diff_argv(
         command.argv,
@@ -118,6 +153,9 @@ def make_plan(profile: Profile, cat_text: str, changes: Mapping[str, FlagValue])
         diff=diff,
         dropin=dropin_for(profile.flags, service, new_argv, new_env),
         dropin_path=dropin_path(unit),
+        release=version,
+        specs=mapped.specs,
+        notes=mapped.notes,
     )
 
 
@@ -160,7 +198,10 @@ def original_plan(profile: Profile, cat_text: str) -> Plan:
 async def read_plan(session: HostSession, changes: Mapping[str, FlagValue]) -> Plan:
     """Read the effective unit over SSH (read-only) and plan `changes` on it."""
     cat = await session.run(remote.systemctl_cat(session.profile.service.unit), timeout=30)
-    return make_plan(session.profile, cat.stdout, changes)
+    service = effective_service(cat.stdout)
+    version = await read_version(session, service.argv[0]) if service.argv else None
+    release = catalogue().release_for(version)
+    return make_plan(session.profile, cat.stdout, changes, version=version, release=release)
 
 
 def known_arguments(help_text: str) -> frozenset[str]:
@@ -171,8 +212,9 @@ def known_arguments(help_text: str) -> frozenset[str]:
 def arguments_to_check(profile: Profile, plan: Plan) -> list[str]:
     """The changed flags' arguments that will be on the new command line."""
     wanted: list[str] = []
+    specs = plan.specs if plan.specs is not None else profile.flags
     for name in plan.changes:
-        spec = profile.flags[name]
+        spec = specs[name]
         if spec.arg is not None and _present(plan.new_argv, spec.arg) and spec.arg not in wanted:
             wanted.append(spec.arg)
     return wanted
@@ -206,7 +248,8 @@ async def check_arguments(session: HostSession, plan: Plan) -> list[str]:
     known = known_arguments(result.stdout)
     unknown = [arg for arg in wanted if arg not in known]
     if unknown:
-        names = [n for n, s in session.profile.flags.items() if s.arg in unknown]
+        specs = plan.specs if plan.specs is not None else session.profile.flags
+        names = [n for n, s in specs.items() if s.arg in unknown]
         raise FlagError(
             f"the SGLang build of {plan.unit} ({interpreter}) does not know "
             f"{', '.join(unknown)}: fix 'arg' of flags.{', flags.'.join(names)} in the "

@@ -37,6 +37,7 @@ from console.events import (
     RolloutProgress,
     RolloutStep,
 )
+from console.service.health import readiness_path
 from console.service.unit import effective_service
 from console.state import LastGood, save_last_good
 from console.transport import http, remote
@@ -173,12 +174,9 @@ class Rollout:
 
     async def _health(self) -> tuple[bool, str]:
         try:
+            path = readiness_path(self.plan.release, self.profile.service.health_path)
             response = await http.request(
-                self.session,
-                self.profile.service.port,
-                "GET",
-                self.profile.service.health_path,
-                api_key=self._api_key(),
+                self.session, self.profile.service.port, "GET", path, api_key=self._api_key()
             )
         except http.PortClosed:
             return False, "port closed"
@@ -188,7 +186,7 @@ class Rollout:
             if not await self.session.wait_connected(self.options.reconnect_s):
                 raise
             return False, "reconnected"
-        return response.status == 200, f"/health {response.status}"
+        return response.status == 200, f"{path} {response.status}"
 
     # --- the sequence ------------------------------------------------------------------
 
@@ -623,5 +621,6 @@ class Rollout:
             outcome=outcome,
             reason=reason,
             duration_s=time.monotonic() - self._t0,
+            warnings=tuple(self._watch.warnings) if self._watch is not None else (),
             **fields,
         )

@@ -2,7 +2,8 @@
 
 - `journal.py`: the cursor follower (`journalctl -o json -f --after-cursor`), nothing lost
   or doubled across reconnects;
-- `sglang.py`: SGLang's log lines (decode, prefill, load, capture, ready, init);
+- `sglang.py`: SGLang's log lines (decode, prefill, load, capture, ready, init), read by
+  `header.py` (prefixes, ranks, colour), `batches.py` (decode/prefill) and `startup.py`;
 - `signatures.py`: crash signatures and a profile's own `[[metrics]]` patterns;
 - `metrics.py`: bounded per-host series and windowed statistics;
 - `monitor.py`: `HostMonitor`, what one host's journal means right now.

@@ -31,7 +31,7 @@ from console.events import JournalEntry
 from console.transport import remote
 from console.transport.ssh import Backoff, CommandFailed, Disconnected, HostSession, RemoteError
 from console.watch.sglang import has_header
-from console.watch.signatures import crash_signature
+from console.watch.signatures import crash_signature, record_signature
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ class RecordAssembler:
                 seq=last.seq,
                 continuation=more,
                 new_invocation=self._new_invocation,
-                crash=crash_signature("\n".join((head.message, *more))) if more else head.crash,
+                crash=record_signature((head.message, *more)) if more else head.crash,
             )
         self.reset()
         return record

@@ -176,16 +176,14 @@ class HostMonitor:
 
 def _numbers(parsed: object) -> dict[str, float]:
     if isinstance(parsed, DecodeBatch):
-        found = {
+        values = {
             "gen_throughput": parsed.gen_throughput,
-            "running_req": float(parsed.running_req),
-            "queue_req": float(parsed.queue_req),
+            "running_req": parsed.running_req,
+            "queue_req": parsed.queue_req,
+            "accept_len": parsed.accept_len,
+            "accept_rate": parsed.accept_rate,
         }
-        if parsed.accept_len is not None:
-            found["accept_len"] = parsed.accept_len
-        if parsed.accept_rate is not None:
-            found["accept_rate"] = parsed.accept_rate
-        return found
+        return {name: float(value) for name, value in values.items() if value is not None}
     if isinstance(parsed, PrefillBatch) and parsed.input_throughput is not None:
         return {"input_throughput": parsed.input_throughput}
     return {}

@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from console.profiles import MetricPattern
 
-__all__ = ["CRASH_SIGNATURES", "CustomMetrics", "crash_signature"]
+__all__ = ["CRASH_SIGNATURES", "CustomMetrics", "crash_signature", "record_signature"]
+
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 # --- Crash signatures ------------------------------------------------------------------------
 
@@ -38,16 +40,40 @@ CRASH_SIGNATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("cublas", re.compile(r"CUBLAS_STATUS_[A-Z_]+")),
     (
         "oom",
-        re.compile(r"OutOfMemoryError|CUDA out of memory|Not enough memory|Decode out of memory"),
+        # `Decode out of memory happened. #retracted_reqs` (0.3.6/0.4.1) is a retraction, no crash
+        re.compile(
+            r"OutOfMemoryError|CUDA out of memory|Not enough memory"
+            r"|Decode out of memory(?! happened)"
+        ),
     ),
-    ("capture_failed", re.compile(r"Capture (?:cuda|CUDA) graph failed")),
+    ("segfault", re.compile(r"Fatal Python error: Segmentation fault|Segmentation fault \(core")),
+    # `Capture cuda graph failed` (0.3 on), `Capture CPU graph failed` (0.5.3 on), `Capture
+    # prefill CUDA graph failed` (0.5.16 on), `Capture frozen-KV MTP cuda graph failed`, and the
+    # role/stage-named captures of 0.5.16+ (`Capture target verify CUDA graph ...`).
+    (
+        "capture_failed",
+        re.compile(
+            r"Capture (?:[\w-]+ ){0,4}(?:cuda|CUDA|cpu|CPU|npu|NPU|musa|MUSA|xpu|XPU) graph failed"
+            r"|Capture single-CG draft extend failed"
+        ),
+    ),
     ("cuda_error", re.compile(r"CUDA error: ")),
     ("nccl_error", re.compile(r"NCCL error|ncclUnhandledCudaError|ncclSystemError")),
-    ("scheduler_exception", re.compile(r"Scheduler hit an exception")),
+    # 0.3.6 logs the scheduler's traceback bare, right after the header.
+    (
+        "scheduler_exception",
+        re.compile(r"Scheduler hit an exception|\d\] Traceback \(most recent call last\)"),
+    ),
     ("detokenizer_exception", re.compile(r"DetokenizerManager hit an exception")),
-    ("watchdog_timeout", re.compile(r"watchdog timeout")),
+    # `Watchdog timeout (self.watchdog_timeout=300)` up to 0.5.6; `Scheduler watchdog timeout
+    # (self.watchdog_timeout=300, self.soft=False)` from 0.5.10. A soft watchdog only dumps.
+    ("watchdog_timeout", re.compile(r"[Ww]atchdog timeout \((?![^)]*soft=True)")),
+    ("health_check_failed", re.compile(r"Health check failed\. Server couldn't get a response")),
     ("subprocess_crashed", re.compile(r"crashed with exit code")),
-    ("sigquit", re.compile(r"Received sigquit|SIGQUIT received")),
+    (
+        "sigquit",
+        re.compile(r"Received sigquit|SIGQUIT received|Received SIGQUIT from scheduler"),
+    ),
 )
 """(name, pattern) of every line that means the server died or is about to.
 
@@ -64,6 +90,8 @@ _CRASH_NEEDLES = (
     "CUBLAS_STATUS_",
     "CUDA error",
     "graph failed",
+    "single-CG",
+    "] Traceback (most",
     "NCCL error",
     "nccl",
     "atchdog",
@@ -71,11 +99,15 @@ _CRASH_NEEDLES = (
     "crashed with",
     "sigquit",
     "SIGQUIT",
+    "Segmentation fault",
+    "Health check failed",
 )
 
 
 def crash_signature(message: str) -> str | None:
     """The name of the first `CRASH_SIGNATURES` entry found in `message`, else None."""
+    if "\x1b" in message:
+        message = _ANSI_RE.sub("", message)
     for needle in _CRASH_NEEDLES:
         if needle in message:
             break
@@ -85,6 +117,30 @@ def crash_signature(message: str) -> str | None:
         if pattern.search(message) is not None:
             return name
     return None
+
+
+# Lines that report that something else went wrong; the cause, when a record also carries it,
+# names the crash better.
+_WRAPPERS = frozenset(
+    {"scheduler_exception", "detokenizer_exception", "subprocess_crashed", "sigquit"}
+)
+
+
+def record_signature(lines: Iterable[str]) -> str | None:
+    """The crash a multi-line record names.
+
+    A record that starts with a cause (a watchdog timeout, a segfault) is named by its first
+    line: the stack dumps and the SIGQUIT after a hang are its consequences. A record that
+    starts with a wrapper (`Scheduler hit an exception:`) is named by the most specific
+    signature anywhere in it, usually the CUDA error at the end of the traceback.
+    """
+    lines = list(lines)
+    if not lines:
+        return None
+    first = crash_signature(lines[0])
+    if first is not None and first not in _WRAPPERS:
+        return first
+    return crash_signature("\n".join(lines))
 
 
 # --- User-defined metrics ------------------------------------------------------------------

@@ -114,6 +114,7 @@ async def test_unchanged_hosts_give_a_byte_identical_package_that_sha256sum_acce
     assert first["b300"]["metadata"] == meta_path.relative_to(package).as_posix()
     meta = json.loads(meta_path.read_text())
     assert meta["invocation"]["id"] == b300.unit.invocation_id
+    assert meta["sglang_version"] == b300.sglang_version == "0.5.9-ddtree"
     assert meta["flags"] == {
         "budget": 8,
         "topk": 4,

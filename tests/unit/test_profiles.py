@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,17 @@ def test_the_tui_refuses_to_start_without_a_terminal(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "needs a terminal" in result.stderr
+
+
+def test_shipped_journal_patterns_show_every_draft_runner_wording() -> None:
+    """`Initialized DDTREE` alone missed the public branches' `Initialized DDTree worker.`."""
+    lines = [
+        "[2026-01-02 03:04:00 TP0] Initialized DDTree worker. block_size=16, tree_budget=64",
+        "[2026-01-02 03:04:00 TP0] Initialized DDTREE v2 worker. block_size=8",
+        "[2026-01-02 03:04:00 TP0] Initialized DFLASH draft runner. attention_backend=fa3",
+        "[2026-01-02 03:04:00 TP0] Initialized DSpark draft runner. gamma=7",
+    ]
+    for profile in load_fleet(REPO / "profiles"):
+        patterns = [re.compile(p) for p in profile.journal.patterns]
+        for line in lines:
+            assert any(p.search(line) for p in patterns), (profile.name, line)

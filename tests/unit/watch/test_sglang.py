@@ -325,10 +325,24 @@ def test_prefill_pd_fields_and_iteration() -> None:
     assert (line.iteration, line.pending_token, line.field("#inflight-req")) == (12, 40, 2)
 
 
-def test_incomplete_batch_lines_are_not_parsed() -> None:
-    assert parse_line("[2026-01-01 00:00:00] Decode batch, #running-req: 1, #token: 5") is None
-    assert parse_line("Prefill batch, #new-seq: 1") is None
+def test_a_decode_line_ending_at_gen_throughput_keeps_its_accept_length() -> None:
+    """Issue 16's report; no released wheel prints it (every one ends with `#queue-req`)."""
+    line = _decode(
+        "[2026-01-01 00:00:00 TP0] Decode batch, #running-req: 3, #token: 2000, token usage: "
+        "0.01, accept len: 6.40, accept rate: 0.36, cuda graph: True, gen throughput (token/s): "
+        "410.00"
+    )
+    assert (line.accept_len, line.gen_throughput, line.queue_req) == (6.40, 410.0, None)
+
+
+def test_cut_off_batch_lines_keep_what_they_carry() -> None:
+    decode = _decode("[2026-01-01 00:00:00] Decode batch, #running-req: 1, #token: 5")
+    assert (decode.running_req, decode.token, decode.gen_throughput) == (1, 5, None)
+    prefill = parse_line("Prefill batch, #new-seq: 1")
+    assert isinstance(prefill, PrefillBatch) and prefill.new_seq == 1
+    assert prefill.running_req is None
     assert parse_line("a traceback mentioning Decode batch somewhere") is None
+    assert parse_line("[2026-01-01 00:00:00] Decode batch, ") is None
 
 
 # --- Headers, prefixes, continuation --------------------------------------------------------
@@ -634,6 +648,12 @@ def test_dflash_and_ddtree_init_lines() -> None:
 # --- §2.3 crash signatures -------------------------------------------------------------------
 
 CRASHES = [
+    ("Fatal Python error: Segmentation fault", "segfault"),
+    (
+        "[2025-03-01 10:00:00] Health check failed. Server couldn't get a response from "
+        "detokenizer for last 20 seconds. tic start time: 10:00:00. last_heartbeat time: 09:59:39",
+        "health_check_failed",
+    ),
     (
         "[2025-07-25 07:53:08 TP2] Scheduler hit an exception: Traceback (most recent call last):",
         "scheduler_exception",

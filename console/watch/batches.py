@@ -1,0 +1,194 @@
+"""SGLang's periodic `Decode batch` and `Prefill batch` statistics lines, in every release.
+
+The numbers the console charts (acceptance length, throughput, queue) come from these two
+lines, and SGLang has reshaped them in almost every release: `.` vs `,` after the name (0.5.4),
+`[N]` forward counts, `accept rate` (0.5.4 on), `<device> graph:` (0.4.6 on), a trailing `, `
+that came and went, PD-disaggregation prefill servers with no `#running-req` (0.4.10), SWA and
+hisparse token fields. So fields are read by name, every field is optional, an unknown one is
+kept in `fields`, and only a line with no `key: value` field at all is dropped.
+
+Pure functions and frozen dataclasses: no I/O, no Textual.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from console.watch.header import Header, parse_header
+
+__all__ = ["DecodeBatch", "PrefillBatch", "parse_decode", "parse_prefill"]
+
+_DECODE_RE = re.compile(r"Decode batch(?: \[(\d+)\])?[.,] ")
+_PREFILL_RE = re.compile(r"Prefill batch(?: \[(\d+)\])?[.,] ")
+_GRAPH_BACKENDS = frozenset({"cuda", "npu", "cpu", "musa", "xpu"})
+# Normal models print `#token`; hybrid SWA models `#full token`; hisparse `#gpu token`.
+_TOKEN_KEYS = ("#token", "#full token", "#gpu token")
+_USAGE_KEYS = ("token usage", "full token usage", "gpu token usage")
+
+
+def _first(values: Mapping[str, float], keys: tuple[str, ...]) -> float | None:
+    for key in keys:
+        value = values.get(key)
+        if value is not None:
+            return value
+    return None
+
+
+def _int_or_none(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _read_fields(text: str) -> tuple[dict[str, float], str | None, bool | None]:
+    """The `key: value` fields of a batch line, and its `<device> graph: True|False` field.
+
+    Values are numbers, some with a `%` suffix. Anything else is skipped, which is what keeps
+    the parser working when SGLang adds a field this code has never seen.
+    """
+    values: dict[str, float] = {}
+    backend: str | None = None
+    graph: bool | None = None
+    for item in text.rstrip().rstrip(",").split(", "):
+        key, sep, raw = item.partition(": ")
+        if not sep:
+            continue
+        if key.endswith(" graph") and key[:-6] in _GRAPH_BACKENDS:
+            if raw == "True" or raw == "False":
+                backend, graph = key[:-6], raw == "True"
+            continue
+        try:
+            number = float(raw.rstrip("%"))
+        except ValueError:
+            continue
+        if math.isfinite(number):
+            values[key.strip()] = number
+    return values, backend, graph
+
+
+class _BatchFields:
+    """Lookup of the raw fields shared by decode and prefill lines."""
+
+    __slots__ = ()
+    fields: tuple[tuple[str, float], ...]
+
+    def field(self, key: str) -> float | None:
+        """A field by the name SGLang prints, e.g. `"#swa token"` or `"fwd occupancy"`."""
+        for name, value in self.fields:
+            if name == key:
+                return value
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeBatch(_BatchFields):
+    """A periodic `Decode batch` statistics line, in any of its format versions."""
+
+    header: Header | None
+    running_req: int | None = None
+    queue_req: int | None = None
+    """None when the line ends before `#queue-req` (some builds end with `gen throughput`)."""
+    gen_throughput: float | None = None
+    """Generated tokens per second since the previous decode line."""
+    token: int | None = None
+    """KV tokens in use (`#token`; `#full token` for SWA, `#gpu token` for hisparse)."""
+    token_usage: float | None = None
+    accept_len: float | None = None
+    """Mean tokens committed per request per verify step, bonus token included (spec only)."""
+    accept_rate: float | None = None
+    """Accepted / proposed drafts. Not printed before 0.5.4; its definition changed in 0.5.10 and
+    again in 0.5.16, so values from different releases are not comparable."""
+    graph_backend: str | None = None
+    """`"cuda"`, `"npu"`, `"cpu"` or `"musa"`; None on builds before the graph field existed."""
+    graph: bool | None = None
+    """Whether the batch ran in a device graph."""
+    iteration: int | None = None
+    """The forward count printed as `Decode batch [N]`, when SGLang prints it."""
+    fields: tuple[tuple[str, float], ...] = ()
+    """Every numeric field as printed, in order (SWA, mamba, PD, MFU and occupancy fields)."""
+
+    @property
+    def preallocated_usage(self) -> float | None:
+        """PD-disaggregation decode servers only."""
+        return self.field("pre-allocated usage")
+
+    @property
+    def fwd_occupancy(self) -> float | None:
+        """Percent, with `SGLANG_ENABLE_METRICS_DEVICE_TIMER`."""
+        return self.field("fwd occupancy")
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillBatch(_BatchFields):
+    """A `Prefill batch` statistics line, old (`cache hit rate`) or new (`input throughput`)."""
+
+    header: Header | None
+    new_seq: int | None = None
+    new_token: int | None = None
+    cached_token: int | None = None
+    running_req: int | None = None
+    """None on a PD-disaggregation prefill server (it prints `#unbootstrapped-req` instead)."""
+    queue_req: int | None = None
+    token_usage: float | None = None
+    pending_token: int | None = None
+    cache_hit_rate_pct: float | None = None
+    """Only the 2025-01 format prints it, in percent."""
+    graph_backend: str | None = None
+    graph: bool | None = None
+    input_throughput: float | None = None
+    """Prefill tokens per second; builds from 2026-01-30 on."""
+    iteration: int | None = None
+    fields: tuple[tuple[str, float], ...] = ()
+
+
+def parse_decode(message: str) -> DecodeBatch | None:
+    """A `Decode batch` line; None when it carries no field at all (a cut-off line)."""
+    match = _DECODE_RE.search(message)
+    if match is None:
+        return None
+    values, backend, graph = _read_fields(message[match.end() :])
+    if not values and graph is None:
+        return None
+    iteration = match.group(1)
+    return DecodeBatch(
+        header=parse_header(message[: match.start()]),
+        running_req=_int_or_none(values.get("#running-req")),
+        queue_req=_int_or_none(values.get("#queue-req")),
+        gen_throughput=values.get("gen throughput (token/s)"),
+        token=_int_or_none(_first(values, _TOKEN_KEYS)),
+        token_usage=_first(values, _USAGE_KEYS),
+        accept_len=values.get("accept len"),
+        accept_rate=values.get("accept rate"),
+        graph_backend=backend,
+        graph=graph,
+        iteration=None if iteration is None else int(iteration),
+        fields=tuple(values.items()),
+    )
+
+
+def parse_prefill(message: str) -> PrefillBatch | None:
+    """A `Prefill batch` line; None when it carries no field at all (a cut-off line)."""
+    match = _PREFILL_RE.search(message)
+    if match is None:
+        return None
+    values, backend, graph = _read_fields(message[match.end() :])
+    if not values and graph is None:
+        return None
+    iteration = match.group(1)
+    return PrefillBatch(
+        header=parse_header(message[: match.start()]),
+        new_seq=_int_or_none(values.get("#new-seq")),
+        new_token=_int_or_none(values.get("#new-token")),
+        cached_token=_int_or_none(values.get("#cached-token")),
+        running_req=_int_or_none(values.get("#running-req")),
+        queue_req=_int_or_none(values.get("#queue-req")),
+        token_usage=_first(values, _USAGE_KEYS),
+        pending_token=_int_or_none(values.get("#pending-token")),
+        cache_hit_rate_pct=values.get("cache hit rate"),
+        graph_backend=backend,
+        graph=graph,
+        input_throughput=values.get("input throughput (token/s)"),
+        iteration=None if iteration is None else int(iteration),
+        fields=tuple(values.items()),
+    )
