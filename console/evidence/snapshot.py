@@ -229,7 +229,6 @@ class _HostRun:
         secret = profile.secret_names
         # The package is shared: every file in it goes through the one redaction.
         unit_text = redact_text(cat if cat.endswith("\n") else cat + "\n", secret)
-        unit_text = cat if cat.endswith("\n") else cat + "\n"
         sglang = await read_version(session, service.argv[0]) if service.argv else None
 
         tracker.emit(SnapshotStage.JOURNAL)
