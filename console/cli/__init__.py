@@ -18,6 +18,7 @@ from types import ModuleType
 
 from console.cli import (
     audit,
+    bench,
     demo,
     flags,
     manifest,
@@ -38,6 +39,7 @@ COMMANDS: dict[str, ModuleType] = {
     "snapshot": snapshot,
     "verify": verify,
     "manifest": manifest,
+    "bench": bench,
     "trust": trust,
     "flags": flags,
     "set": set_,
