@@ -15,9 +15,7 @@ from typing import Any
 from rich.markup import escape
 
 from console.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, err, out
-from console.evidence.manifest import refresh_manifest
-from console.evidence.report import REPORT_NAME, build_report
-from console.files import publish_replacing, write_file
+from console.evidence.report import REPORT_NAME, write_report
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -26,20 +24,6 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     cmd.add_argument("package", metavar="PACKAGE")
     cmd.add_argument("--out", metavar="FILE", help=f"write here instead of PACKAGE/{REPORT_NAME}")
-
-
-def write_report(package: Path, target: Path) -> tuple[bool, bool]:
-    """Write the report to `target`; (report rewritten, manifest rewritten)."""
-    content = build_report(package, target).encode()
-    try:
-        changed = target.read_bytes() != content
-    except FileNotFoundError:
-        changed = True
-    if changed:
-        write_file(target, content, publish_replacing, suffix=".part", mode=0o644)
-    inside = target.absolute().is_relative_to(package.absolute())
-    manifest = refresh_manifest(package).written if inside else False
-    return changed, manifest
 
 
 def run(args: argparse.Namespace) -> int:

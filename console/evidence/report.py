@@ -44,6 +44,8 @@ from console.evidence.bench_files import (
 )
 from console.evidence.bench_matrix import ConfigValue
 from console.evidence.bench_view import CRASHED_TEXT, config_text, speedup_text
+from console.evidence.manifest import refresh_manifest
+from console.files import publish_replacing, write_file
 from console.watch.phase import last_phase
 from console.watch.signatures import crash_signature
 
@@ -395,3 +397,20 @@ def build_report(package: Path, out: Path | None = None) -> str:
             _matrices(w, files, rows, baseline)
             _best(w, files, rows, baseline, snapshots)
     return "\n".join(w.lines).rstrip("\n") + "\n"
+
+
+def write_report(package: Path, target: Path | None = None) -> tuple[bool, bool]:
+    """Write the report to `target` (default PACKAGE/REPORT.md) atomically, only if its bytes
+    changed; refresh the manifest when it lies in the package. (report written, manifest
+    written)."""
+    target = target or package / REPORT_NAME
+    content = build_report(package, target).encode()
+    try:
+        changed = target.read_bytes() != content
+    except FileNotFoundError:
+        changed = True
+    if changed:
+        write_file(target, content, publish_replacing, suffix=".part", mode=0o644)
+    inside = target.absolute().is_relative_to(package.absolute())
+    manifest = refresh_manifest(package).written if inside else False
+    return changed, manifest
