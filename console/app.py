@@ -45,6 +45,7 @@ from console.events import (
     ServiceStatus,
     SnapshotProgress,
 )
+from console.evidence.ledger import current_invocation, record_rollout, utc_now
 from console.evidence.package import Job, SnapshotError, package_dir, plan
 from console.evidence.report import write_report
 from console.evidence.snapshot import run_snapshot
@@ -52,6 +53,7 @@ from console.fleet import Fleet
 from console.profiles import FlagValue
 from console.settings import Settings, state_dir
 from console.state import write_atomic
+from console.transport.ssh import RemoteError
 from console.tuning.plan import Plan, prepare
 from console.tuning.rollout import Rollout
 from console.watch.journal import LineFilter
@@ -666,7 +668,13 @@ class SpecopsApp(App[int]):
             self.post_message(RolloutUpdated(event))
 
         async def run() -> None:
-            rollout = Rollout(self.fleet.sessions[host], plan, on_event=event)
+            session = self.fleet.sessions[host]
+            rollout = Rollout(session, plan, on_event=event)
+            try:  # the run the change leaves, for the experiment ledger
+                before: str | None = await self.engine.run(current_invocation(session))
+            except (RemoteError, OSError):
+                before = None
+            started = utc_now()
             try:
                 result = await self.engine.run(rollout.run())
             except Exception as exc:  # a bug must reach the operator, never vanish
@@ -681,6 +689,21 @@ class SpecopsApp(App[int]):
                 markup=False,
             )
             self.engine.call(self.fleet.refresh_status, host)
+            try:
+                await self.engine.run(
+                    record_rollout(
+                        session,
+                        unit=plan.unit,
+                        old_values=plan.old_values,
+                        new_values=plan.new_values,
+                        before_invocation=before,
+                        started=started,
+                        result=result,
+                        source="tui",
+                    )
+                )
+            except (RemoteError, OSError) as exc:
+                self.notify(f"{host}: experiment not recorded: {exc}", severity="warning")
 
         self.run_worker(
             run(),

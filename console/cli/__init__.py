@@ -19,6 +19,7 @@ from types import ModuleType
 from console.cli import (
     audit,
     bench,
+    compare,
     demo,
     flags,
     manifest,
@@ -42,6 +43,7 @@ COMMANDS: dict[str, ModuleType] = {
     "manifest": manifest,
     "bench": bench,
     "report": report,
+    "compare": compare,
     "trust": trust,
     "flags": flags,
     "set": set_,

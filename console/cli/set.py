@@ -32,11 +32,12 @@ from console.cli.common import (
     out,
 )
 from console.events import RolloutEvent, RolloutFinished, RolloutOutcome, RolloutProgress
+from console.evidence.ledger import current_invocation, record_rollout, utc_now
 from console.profiles import select
 from console.service.execline import FlagError
 from console.service.flags import format_value
 from console.state import load_last_good
-from console.transport.ssh import Disconnected, HostSession
+from console.transport.ssh import Disconnected, HostSession, RemoteError
 from console.tuning.plan import Plan, check_arguments, parse_assignments, read_plan
 from console.tuning.rollout import Rollout, RolloutOptions
 
@@ -204,6 +205,7 @@ async def _set(session: HostSession, args: argparse.Namespace, changes: dict[str
         if answer not in ("y", "yes"):
             err.print("not applied")
             return EXIT_FAILED
+    before, started = await current_invocation(session), utc_now()  # for the ledger
     printer = ProgressPrinter()
     options = RolloutOptions(rollback=not args.no_rollback)
     rollout = asyncio.ensure_future(Rollout(session, plan, on_event=printer, options=options).run())
@@ -221,7 +223,29 @@ async def _set(session: HostSession, args: argparse.Namespace, changes: dict[str
         finally:
             printer.stop()
     _report(result, plan)
+    await _record(session, plan, before, started, result)
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+async def _record(
+    session: HostSession, plan: Plan, before: str | None, started: str, result: RolloutFinished
+) -> None:
+    """The experiment into the ledger; a failure to record never changes the exit status."""
+    try:
+        path = await record_rollout(
+            session,
+            unit=plan.unit,
+            old_values=plan.old_values,
+            new_values=plan.new_values,
+            before_invocation=before,
+            started=started,
+            result=result,
+            source="cli",
+        )
+    except (RemoteError, OSError) as exc:
+        err.print(f"specops: {plan.host}: experiment not recorded: {exc}", markup=False)
+        return
+    _say(f"experiment recorded: {escape(str(path))}")
 
 
 @contextlib.contextmanager
