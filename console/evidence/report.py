@@ -44,6 +44,9 @@ from console.evidence.bench_files import (
 )
 from console.evidence.bench_matrix import ConfigValue
 from console.evidence.bench_view import CRASHED_TEXT, config_text, speedup_text
+from console.evidence.compare import config_key
+from console.evidence.ledger import EXPERIMENTS_DIR, Experiment
+from console.evidence.ledger import load as load_experiments
 from console.evidence.manifest import refresh_manifest
 from console.files import publish_replacing, write_file
 from console.watch.phase import last_phase
@@ -71,6 +74,8 @@ class HostEvidence:
     bench: list[tuple[str, BenchFile]] = field(default_factory=list)
     """(package path, parsed file), by path."""
     snapshots: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    experiments: list[tuple[str, Experiment]] = field(default_factory=list)
+    """(package path, experiment) from the ledger mirrored into `experiments/HOST/`."""
 
 
 def _md(text: object) -> str:
@@ -124,6 +129,13 @@ def collect(package: Path) -> dict[str, HostEvidence]:
     for rel, record in snapshot_records(package):
         host = str(record.get("host") or "unknown host")
         hosts.setdefault(host, HostEvidence(host)).snapshots.append((rel, record))
+    ledgers = package / EXPERIMENTS_DIR
+    for directory in sorted(d for d in ledgers.iterdir() if d.is_dir()) if ledgers.is_dir() else []:
+        for path, experiment in load_experiments(directory.name, directory):
+            rel = path.relative_to(package).as_posix()
+            hosts.setdefault(experiment.host, HostEvidence(experiment.host)).experiments.append(
+                (rel, experiment)
+            )
     return dict(sorted(hosts.items()))
 
 
@@ -209,13 +221,34 @@ def _snapshot_outcome(record: Mapping[str, Any], crashes: Sequence[Crash]) -> st
     return f"ran, no crash signature in its journal excerpt; {text}"
 
 
+def _experiment_outcome(experiment: Experiment) -> str:
+    accept = experiment.after.windows.get("accept_len")
+    tput = experiment.after.windows.get("gen_throughput")
+    numbers = []
+    if accept is not None:
+        numbers.append(f"accept {_fmt(accept.mean)} ± {_fmt(accept.stddev)} (n={accept.count})")
+    if tput is not None:
+        numbers.append(f"{_fmt(tput.mean)} tok/s")
+    measured = f"; {', '.join(numbers)}" if numbers else ""
+    if experiment.kept:
+        return f"kept{measured}"
+    why = experiment.signature or experiment.reason or experiment.outcome
+    phase = f" during {experiment.phase}" if experiment.signature and experiment.phase else ""
+    return f"**{experiment.outcome.replace('_', ' ')}**: {why}{phase}{measured}"
+
+
 def _configurations(
     w: _Writer,
     files: Sequence[tuple[str, BenchFile]],
     snapshots: Sequence[tuple[str, dict[str, Any], list[Crash]]],
+    experiments: Sequence[tuple[str, Experiment]] = (),
 ) -> None:
     w.add("### Configurations tried", "")
     rows: list[list[str]] = []
+    for rel, experiment in experiments:
+        before, after = config_key(experiment.before.flags), config_key(experiment.after.flags)
+        change = f"change: {_md(before)} → {_md(after)}"
+        rows.append([change, _md(_experiment_outcome(experiment)), w.link(rel)])
     for rel, record, crashes in snapshots:
         config = config_text(snapshot_config(record)) or "unknown"
         outcome = _md(_snapshot_outcome(record, crashes))
@@ -383,16 +416,16 @@ def build_report(package: Path, out: Path | None = None) -> str:
         "",
     )
     if not evidence:
-        w.add("The package holds no bench file and no snapshot.", "")
+        w.add("The package holds no bench file, snapshot or experiment.", "")
     for host, found in evidence.items():
         snapshots = _with_crashes(package, found.snapshots)
-        for release, files in _by_release(found).items():
+        for i, (release, files) in enumerate(_by_release(found).items()):
             title = f"SGLang {release}" if release != _UNKNOWN else f"SGLang {_UNKNOWN}"
             w.add(f"## {_md(host)} · {title}", "")
             benches = [b for _, b in files]
             baseline = choose_baseline(benches) or choose_baseline([b for _, b in found.bench])
             rows = speedup_table(benches, baseline)
-            _configurations(w, files, snapshots)
+            _configurations(w, files, snapshots, found.experiments if i == 0 else ())
             _accept(w, files, snapshots)
             _matrices(w, files, rows, baseline)
             _best(w, files, rows, baseline, snapshots)

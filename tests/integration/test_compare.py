@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from console.cli import compare as cli_compare
-from console.cli import parse_args
+from console.cli import main, parse_args
 from console.cli import set as cli_set
+from console.cli import snapshot as cli_snapshot
 from console.evidence.ledger import load
 from console.sim.fleet import SimFleet
 
@@ -25,7 +26,10 @@ async def _run(module: object, argv: list[str], profiles: str) -> int:
 
 
 async def test_budget_16_eager_shows_accept_up_throughput_down_and_a_crash_is_never_best(
-    sim: SimFleet, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    sim: SimFleet,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     profiles = str(sim.profiles_dir)
@@ -68,6 +72,32 @@ async def test_budget_16_eager_shows_accept_up_throughput_down_and_a_crash_is_ne
     assert await _run(cli_compare, ["compare", "b300", "1", "2", "--offline"], profiles) == 0
     table = capsys.readouterr().out
     assert "rolled back: illegal_memory_access" in table and "beyond spread" in table
+
+    # A snapshot mirrors the ledger into the package; the report cites it.
+    package = tmp_path / "pkg"
+    args = parse_args(["snapshot", "b300", "--package", str(package)])
+    args.profiles = profiles
+    assert await cli_snapshot.cmd_snapshot(args) == 0
+    mirrored = sorted((package / "experiments" / "b300").glob("*.json"))
+    assert len(mirrored) == 2
+    assert all(
+        f"experiments/b300/{p.name}" in (package / "MANIFEST.sha256").read_text() for p in mirrored
+    )
+    assert main(["report", str(package)]) == 0
+    report = (package / "REPORT.md").read_text()
+    assert "**rolled back**: illegal_memory_access during CUDA graph capture" in report
+    kept = next(line for line in report.splitlines() if "→ budget=16 cuda_graph=off" in line)
+    assert 5.3 <= float(kept.split("| kept; accept ", 1)[1].split()[0]) <= 6.4
+    assert f"(experiments/b300/{mirrored[0].name})" in kept
+    check = await asyncio.create_subprocess_exec(
+        "sha256sum",
+        "--strict",
+        "-c",
+        "MANIFEST.sha256",
+        cwd=package,
+        stdout=asyncio.subprocess.DEVNULL,
+    )
+    assert await check.wait() == 0
 
 
 async def test_compare_without_experiments_and_bad_pair(

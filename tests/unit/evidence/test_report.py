@@ -194,6 +194,6 @@ def test_serving_results_carry_their_release_and_accept_label(package: Path) -> 
 
 def test_empty_package_and_bad_paths(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    assert "holds no bench file and no snapshot" in build_report(tmp_path / "empty")
+    assert "holds no bench file, snapshot or experiment" in build_report(tmp_path / "empty")
     assert main(["report", str(tmp_path / "missing")]) == 2
     assert main(["report", str(tmp_path / "empty"), "--out", str(tmp_path / "no/dir.md")]) == 2
