@@ -63,6 +63,7 @@ from widgets.alerts import AlertsScreen, alert_text
 from widgets.audit_view import AuditScreen
 from widgets.bench_view import BenchScreen
 from widgets.commands import palette_commands
+from widgets.compare_view import CompareScreen
 from widgets.flag_editor import FlagEditorScreen
 from widgets.help_screen import HelpScreen
 from widgets.host_table import HostTable
@@ -132,6 +133,7 @@ class SpecopsApp(App[int]):
         Binding("A", "show_alerts", "Alerts", id="alerts-list"),
         Binding("L", "show_audit", "Audit log", id="audit-log"),
         Binding("b", "show_bench", "Bench", id="bench-view", show=False),
+        Binding("c", "show_compare", "Compare", id="compare-view", show=False),
         Binding("r", "write_report", "Report", id="report-write", show=False),
         Binding("y", "yank_view", "Copy view", id="yank-view"),
         Binding("Y", "yank_line", "Copy line", id="yank-line", show=False),
@@ -295,6 +297,11 @@ class SpecopsApp(App[int]):
         package = self._selected_package()
         if package is not None and len(self.screen_stack) == 1:
             self.push_screen(BenchScreen(package, self.selected_host))
+
+    def action_show_compare(self) -> None:
+        name = self.selected_host
+        if name is not None and len(self.screen_stack) == 1:
+            self.push_screen(CompareScreen(name))
 
     def action_write_report(self) -> None:
         """The findings report into the package of the last snapshot (else the host's)."""
