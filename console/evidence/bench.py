@@ -44,6 +44,7 @@ __all__ = [
     "SERVING_ACCEPT_NOTE",
     "BenchFile",
     "Point",
+    "Row",
     "Shape",
     "choose_baseline",
     "parse_bench",
@@ -324,9 +325,9 @@ class Row:
 def speedup_table(files: Iterable[BenchFile], baseline: BenchFile | None) -> list[Row]:
     """Every point of every measured file, each against the baseline's point in its cell.
 
-    Cells match on (context, concurrency) exactly; when the baseline has one point and no
-    other point of the baseline shares the cell, a point with the same concurrency is used
-    only if the context is unknown on one side (a serving run on a real dataset has none).
+    Cells match on (context, concurrency) exactly. Failing that, the baseline's only point
+    at the same concurrency is used when the context length is unknown on one side (a
+    serving run on a real dataset has none); otherwise the point has no speedup.
     """
     base_cells: dict[tuple[int | None, int | None], Point] = {}
     if baseline is not None:
