@@ -697,18 +697,10 @@ class SpecopsApp(App[int]):
             )
             self.engine.call(self.fleet.refresh_status, host)
             try:
-                await self.engine.run(
-                    record_rollout(
-                        session,
-                        unit=plan.unit,
-                        old_values=plan.old_values,
-                        new_values=plan.new_values,
-                        before_invocation=before,
-                        started=started,
-                        result=result,
-                        source="tui",
-                    )
+                recording = record_rollout(
+                    session, plan, result, before_invocation=before, started=started, source="tui"
                 )
+                await self.engine.run(recording)
             except (RemoteError, OSError) as exc:
                 self.notify(f"{host}: experiment not recorded: {exc}", severity="warning")
 

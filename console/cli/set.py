@@ -233,14 +233,7 @@ async def _record(
     """The experiment into the ledger; a failure to record never changes the exit status."""
     try:
         path = await record_rollout(
-            session,
-            unit=plan.unit,
-            old_values=plan.old_values,
-            new_values=plan.new_values,
-            before_invocation=before,
-            started=started,
-            result=result,
-            source="cli",
+            session, plan, result, before_invocation=before, started=started, source="cli"
         )
     except (RemoteError, OSError) as exc:
         err.print(f"specops: {plan.host}: experiment not recorded: {exc}", markup=False)

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from console.events import JournalEntry, RolloutFinished
 from console.files import publish_new, write_file
@@ -244,18 +244,28 @@ async def current_invocation(session: HostSession) -> str | None:
     return (await read_status(session, with_flags=False)).invocation_id or None
 
 
+class Change(Protocol):
+    """What the ledger needs of a change (console/tuning/plan.py's Plan is one)."""
+
+    @property
+    def unit(self) -> str: ...
+    @property
+    def old_values(self) -> Mapping[str, Any]: ...
+    @property
+    def new_values(self) -> Mapping[str, Any]: ...
+
+
 async def record_rollout(
     session: HostSession,
+    change: Change,
+    result: RolloutFinished,
     *,
-    unit: str,
-    old_values: Mapping[str, Any],
-    new_values: Mapping[str, Any],
     before_invocation: str | None,
     started: str,
-    result: RolloutFinished,
     source: str,
 ) -> Path:
     """Measure both invocations from the journal and save the experiment; its path."""
+    unit, old_values, new_values = change.unit, change.old_values, change.new_values
     tried = result.invocation_id if result.ok else result.failed_invocation
     experiment = Experiment(
         host=session.name,
