@@ -36,6 +36,7 @@ from console.evidence.bench_matrix import (
     ConfigValue,
     Point,
     config_of,
+    is_scalar,
     matrix_points,
     salvage_config,
 )
@@ -223,16 +224,12 @@ def _serving_config(record: Mapping[str, Any]) -> dict[str, ConfigValue]:
         if isinstance(info.get("decode"), list) and info["decode"]:
             info = info["decode"][0]  # a disaggregated server reports its decode side
         for key in SERVER_INFO_KEYS:
-            if key in info and _scalar(info[key]):
+            if key in info and is_scalar(info[key]):
                 config[key] = info[key]
     for key in ("backend", "dataset_name", "tag"):
-        if _scalar(record.get(key)) and record.get(key) is not None:
+        if is_scalar(record.get(key)) and record.get(key) is not None:
             config[key] = record[key]
     return config
-
-
-def _scalar(value: Any) -> bool:
-    return value is None or isinstance(value, str | int | float | bool)
 
 
 def _has(record: Any, markers: Sequence[str], need: int) -> bool:
@@ -252,7 +249,7 @@ def parse_bench(path: str, data: bytes) -> BenchFile:
     if dicts and all(_has(r, ONE_BATCH_MARKERS, 3) for r in dicts):
         points = tuple(_one_batch_point(r) for r in dicts)
         config: dict[str, ConfigValue] = {}
-        if _scalar(dicts[-1].get("run_name")) and dicts[-1].get("run_name"):
+        if is_scalar(dicts[-1].get("run_name")) and dicts[-1].get("run_name"):
             config["run_name"] = dicts[-1]["run_name"]
         return _measured(path, label, Shape.ONE_BATCH, points, config, size)
     points = tuple(p for r in records for p in matrix_points(r))

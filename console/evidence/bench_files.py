@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from console.evidence.bench import BenchFile, read_bench
-from console.evidence.bench_matrix import ConfigValue
+from console.evidence.bench_matrix import ConfigValue, is_scalar
+from console.evidence.ledger import EXPERIMENTS_DIR, running_at
+from console.evidence.ledger import load as load_experiments
 from console.evidence.manifest import MANIFEST_NAME, PART_SUFFIX
 from console.evidence.package import SNAPSHOTS_DIR
 
@@ -90,19 +92,38 @@ def snapshot_config(record: Mapping[str, Any]) -> dict[str, ConfigValue]:
             config[key] = record[key]
     flags = record.get("flags")
     if isinstance(flags, dict):
-        config.update(
-            (str(k), v)
-            for k, v in flags.items()
-            if v is None or isinstance(v, str | int | float | bool)
-        )
+        config.update((str(k), v) for k, v in flags.items() if is_scalar(v))
     return config
 
 
 def with_package_config(
-    bench: BenchFile, owners: Mapping[str, tuple[str, dict[str, Any]]], rel: str
+    bench: BenchFile,
+    owners: Mapping[str, tuple[str, dict[str, Any]]],
+    rel: str,
+    package: Path | None = None,
 ) -> BenchFile:
-    """`bench`, given its snapshot's flags when the file itself names no configuration."""
-    if bench.config or rel not in owners:
+    """`bench`, given a configuration when the file itself names none: the one the package's
+    experiment ledger says ran on its host at the file's mtime, else the flags of the snapshot
+    that fetched it."""
+    if bench.config:
+        return bench
+    parts = rel.split("/")
+    if package is not None and len(parts) > 2 and parts[0] == "bench":
+        host = parts[1].removeprefix("results_")
+        experiments = [
+            (p.relative_to(package).as_posix(), e)
+            for p, e in load_experiments(host, package / EXPERIMENTS_DIR / host)
+        ]
+        try:
+            mtime = (package / rel).stat().st_mtime
+        except OSError:
+            mtime = None
+        found = running_at(experiments, mtime) if mtime is not None else None
+        if found is not None:
+            path, flags = found
+            config = {"host": host, **{k: v for k, v in flags.items() if is_scalar(v)}}
+            return bench.with_config(config, f"{path} (the ledger: running at the file's mtime)")
+    if rel not in owners:
         return bench
     meta, record = owners[rel]
     return bench.with_config(snapshot_config(record), f"{meta} (service flags when fetched)")
@@ -119,6 +140,6 @@ def load_bench(paths: Sequence[str | os.PathLike[str]]) -> list[BenchFile]:
             if package not in owners_by_package:
                 owners_by_package[package] = fetched_by(package)
             rel = path.absolute().relative_to(package).as_posix()
-            bench = with_package_config(bench, owners_by_package[package], rel)
+            bench = with_package_config(bench, owners_by_package[package], rel, package)
         files.append(bench)
     return files

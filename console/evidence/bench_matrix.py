@@ -281,7 +281,8 @@ def salvage_config(text: str) -> dict[str, ConfigValue]:
     return config
 
 
-def _is_scalar(value: Any) -> bool:
+def is_scalar(value: Any) -> bool:
+    """A JSON value a configuration can hold: a string, number, boolean or null."""
     return value is None or isinstance(value, str | int | float | bool)
 
 
@@ -304,8 +305,8 @@ def config_of(record: Any) -> dict[str, ConfigValue]:
         name = str(key)
         lowered = name.lower()
         if lowered in CONFIG_DICTS and isinstance(value, Mapping):
-            config.update((str(k), v) for k, v in value.items() if _is_scalar(v))
-        elif _is_scalar(value) and (
+            config.update((str(k), v) for k, v in value.items() if is_scalar(v))
+        elif is_scalar(value) and (
             not isinstance(value, int | float)
             or isinstance(value, bool)
             or not _measured_name(lowered)

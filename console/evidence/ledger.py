@@ -291,3 +291,23 @@ async def record_rollout(
         source=source,
     )
     return save(experiment)
+
+
+def running_at(
+    experiments: Sequence[tuple[str, Experiment]], when: float
+) -> tuple[str, Mapping[str, Any]] | None:
+    """(the experiment's path, flags) of the configuration the ledger says ran at `when`.
+
+    The newest change begun before `when` decides: its new flags if it was kept, its old ones
+    if it was rolled back (the rollback restored them). Before the first change, that change's
+    old flags. None when the ledger is empty.
+    """
+    if not experiments:
+        return None
+    ordered = sorted(experiments, key=lambda item: item[1].started)
+    begun = [(p, e) for p, e in ordered if datetime.fromisoformat(e.started).timestamp() <= when]
+    if not begun:
+        path, first = ordered[0]
+        return path, first.before.flags
+    path, last = begun[-1]
+    return path, (last.after.flags if last.kept else last.before.flags)

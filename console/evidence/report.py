@@ -124,7 +124,7 @@ def collect(package: Path) -> dict[str, HostEvidence]:
         rel = path.relative_to(package).as_posix()
         parts = rel.split("/")
         host = parts[1].removeprefix("results_") if len(parts) > 2 else "unknown host"
-        bench = with_package_config(read_bench(path), owners, rel)
+        bench = with_package_config(read_bench(path), owners, rel, package)
         hosts.setdefault(host, HostEvidence(host)).bench.append((rel, bench))
     for rel, record in snapshot_records(package):
         host = str(record.get("host") or "unknown host")
