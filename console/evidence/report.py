@@ -269,8 +269,17 @@ def _accept(
     w: _Writer,
     files: Sequence[tuple[str, BenchFile]],
     snapshots: Sequence[tuple[str, dict[str, Any], list[Crash]]],
+    experiments: Sequence[tuple[str, Experiment]] = (),
 ) -> None:
     rows: list[list[str]] = []
+    for rel, experiment in experiments:
+        for role, side in (("before", experiment.before), ("after", experiment.after)):
+            stats = side.windows.get("accept_len")
+            if stats is None:
+                continue
+            cells = [_fmt(v) for v in (stats.mean, stats.p50, stats.min, stats.max)]
+            source = f"change {role}: {_md(config_key(side.flags))} ({_md(side.window)})"
+            rows.append([source, str(stats.count), *cells, "–", w.link(rel)])
     for rel, record, _ in snapshots:
         stats = record.get("statistics", {}).get("accept_len")
         if isinstance(stats, dict) and stats.get("count"):
@@ -426,7 +435,7 @@ def build_report(package: Path, out: Path | None = None) -> str:
             baseline = choose_baseline(benches) or choose_baseline([b for _, b in found.bench])
             rows = speedup_table(benches, baseline)
             _configurations(w, files, snapshots, found.experiments if i == 0 else ())
-            _accept(w, files, snapshots)
+            _accept(w, files, snapshots, found.experiments if i == 0 else ())
             _matrices(w, files, rows, baseline)
             _best(w, files, rows, baseline, snapshots)
     return "\n".join(w.lines).rstrip("\n") + "\n"

@@ -89,6 +89,8 @@ async def test_budget_16_eager_shows_accept_up_throughput_down_and_a_crash_is_ne
     kept = next(line for line in report.splitlines() if "→ budget=16 cuda_graph=off" in line)
     assert 5.3 <= float(kept.split("| kept; accept ", 1)[1].split()[0]) <= 6.4
     assert f"(experiments/b300/{mirrored[0].name})" in kept
+    accept_rows = [line for line in report.splitlines() if line.startswith("| change after:")]
+    assert any("budget=16 cuda_graph=off" in line for line in accept_rows)
     check = await asyncio.create_subprocess_exec(
         "sha256sum",
         "--strict",
