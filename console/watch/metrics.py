@@ -42,6 +42,14 @@ DEFAULT_MAXLEN = 20_000
 """Samples kept per series: at SGLang's default of one decode line every 40 iterations, hours."""
 MINUTE = 60.0
 TEN_MINUTES = 600.0
+MAX_CONFIGURATIONS = 32
+"""Flag sets whose runs are remembered per host for the per-configuration row."""
+MAX_RUNS_PER_CONFIGURATION = 64
+
+
+def _flags_key(flags: Mapping[str, object]) -> str:
+    return " ".join(f"{k}={flags[k]}" for k in sorted(flags))
+
 
 BUILTIN_SERIES = (
     "accept_len",
@@ -81,6 +89,22 @@ class Stats:
         )
 
 
+def pool_stats(runs: Sequence[Stats]) -> Stats | None:
+    """One summary over several runs, oldest first: count, mean, min, max and last exactly;
+    p50 is the median of the runs' medians (the samples themselves are gone)."""
+    if not runs:
+        return None
+    count = sum(r.count for r in runs)
+    return Stats(
+        count=count,
+        last=runs[-1].last,
+        mean=math.fsum(r.mean * r.count for r in runs) / count,
+        p50=statistics.median(r.p50 for r in runs),
+        min=min(r.min for r in runs),
+        max=max(r.max for r in runs),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class SeriesSummary:
     """The windows the console shows side by side for one series; none mixes invocations."""
@@ -92,6 +116,10 @@ class SeriesSummary:
     invocation: Stats | None
     previous: Stats | None = None
     """The whole invocation before the current one (the last one that logged a sample)."""
+    configuration: Stats | None = None
+    """Every invocation this console saw run the current flag values, this one included."""
+    configuration_runs: int = 0
+    """How many invocations `configuration` pools."""
 
 
 class Series:
@@ -278,6 +306,8 @@ class HostMetrics:
         self.previous_invocation_id: str | None = None
         """The run before this one that logged numbers (what "previous run" stats are of)."""
         self.previous_flags: Mapping[str, object] = MappingProxyType({})
+        self._finished: dict[str, dict[str, list[Stats]]] = {}
+        """Flag values (as text) → series → the finished invocations' statistics."""
         self.graph: bool | None = None
         """Whether the newest decode batch of this invocation ran in a device graph."""
         self.graph_backend: str | None = None
@@ -338,12 +368,38 @@ class HostMetrics:
         if any(s.invocation() is not None for s in self._series.values()):
             self.previous_invocation_id = self.invocation_id
             self.previous_flags = self.invocation_flags
+            self._remember_run()
         self.invocation_id = invocation_id
         self.invocation_flags = MappingProxyType(dict(flags or {}))
         self.invocation_started = now
         self.graph = self.graph_backend = self.graph_ts = None
         for series in self._series.values():
             series.reset_invocation()
+
+    def _remember_run(self) -> None:
+        """File the finished invocation's statistics under its flags (when they are known)."""
+        key = _flags_key(self.invocation_flags)
+        if not key:
+            return
+        runs = self._finished.pop(key, {})
+        self._finished[key] = runs  # most recently run last
+        for name, series in self._series.items():
+            stats = series.invocation()
+            if stats is not None:
+                kept = runs.setdefault(name, [])
+                kept.append(stats)
+                del kept[:-MAX_RUNS_PER_CONFIGURATION]
+        while len(self._finished) > MAX_CONFIGURATIONS:
+            del self._finished[next(iter(self._finished))]
+
+    def configuration_stats(self, name: str) -> tuple[Stats | None, int]:
+        """(pooled statistics, runs) of every invocation seen with the current flags."""
+        key = _flags_key(self.invocation_flags)
+        runs = list(self._finished.get(key, {}).get(name, [])) if key else []
+        current = self.invocation_stats(name)
+        if current is not None:
+            runs.append(current)
+        return pool_stats(runs), len(runs)
 
     def last(self, name: str) -> float | None:
         """The newest value of a series, None when it has none."""
@@ -368,10 +424,13 @@ class HostMetrics:
             return SeriesSummary(None, None, None)
         minute, ten_minutes = series.nested_windows(now, MINUTE, TEN_MINUTES, current=True)
         ten = Stats.of(ten_minutes)
+        configuration, runs = self.configuration_stats(name)
         # Under a flood (20,000 samples a second) both windows hold the same samples.
         return SeriesSummary(
             minute=ten if len(minute) == len(ten_minutes) else Stats.of(minute),
             ten_minutes=ten,
             invocation=series.invocation(),
             previous=series.previous(),
+            configuration=configuration,
+            configuration_runs=runs,
         )

@@ -132,7 +132,9 @@ async def test_after_a_restart_the_windows_hold_only_this_run_and_the_last_is_it
         assert summary.minute is not None and summary.minute.count == 2
         assert summary.previous is not None
         assert (summary.previous.count, summary.previous.max) == (3, 6.68)
-        assert "previous run" in app.export_screenshot().replace("&#160;", " ")
+        screen = app.export_screenshot().replace("&#160;", " ")
+        assert "previous run" in screen and "same flags ×1" in screen
+        assert summary.configuration_runs == 1  # the fake run's flags are not read: only itself
 
 
 def _count(stats: StatsPanel, name: str) -> int:

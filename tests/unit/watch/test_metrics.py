@@ -175,6 +175,28 @@ def test_a_rolled_back_runs_numbers_stay_in_previous_run_not_in_the_windows() ->
     assert dict(host.previous_flags) == {"budget": 32}
 
 
+def test_the_configuration_row_pools_every_run_with_the_current_flags() -> None:
+    host = HostMetrics("b300")
+    for run, flags, values in (
+        ("r1", {"budget": 8}, (4.3, 4.5)),
+        ("r2", {"budget": 16}, (6.0,)),
+        ("r3", {"budget": 8}, (4.4,)),
+    ):
+        host.new_invocation(run, flags)
+        for i, value in enumerate(values):
+            host.observe(parse_line(decode(value)), ts=float(i))
+
+    pooled, runs = host.configuration_stats("accept_len")
+
+    assert runs == 2
+    assert pooled is not None and pooled.count == 3 and pooled.max == 4.5 and pooled.min == 4.3
+    assert pooled.mean == pytest.approx(4.4) and pooled.last == 4.4
+    summary = host.summary("accept_len", now=10.0)
+    assert (summary.configuration, summary.configuration_runs) == (pooled, 2)
+    host.new_invocation("r4", {})  # flags not known yet: no configuration to pool with
+    assert host.configuration_stats("accept_len") == (None, 0)
+
+
 def test_invocation_flags_are_a_copy() -> None:
     host = HostMetrics()
     flags: dict[str, object] = {"budget": 8}
