@@ -369,8 +369,12 @@ def _best(
     if not stable:
         w.add("No measured configuration besides the baseline.", "")
         return
-    lowest = min(r.point.concurrency or 0 for r in stable)
-    at_lowest = [r for r in stable if (r.point.concurrency or 0) == lowest]
+    # Only like is compared with like: measurements with a baseline cell beat those without,
+    # and a known concurrency beats an unknown one (a summary file's batch of 32 is not C=1).
+    candidates = [r for r in stable if r.speedup is not None] or stable
+    candidates = [r for r in candidates if r.point.concurrency is not None] or candidates
+    lowest = min(r.point.concurrency or 0 for r in candidates)
+    at_lowest = [r for r in candidates if (r.point.concurrency or 0) == lowest]
     best = max(at_lowest, key=lambda r: (r.point.throughput or 0.0, r.file.label))
     where = (
         f"C={best.point.concurrency}" if best.point.concurrency is not None else "its concurrency"

@@ -183,6 +183,19 @@ def test_out_file_elsewhere_links_back_into_the_package(package: Path, tmp_path:
     assert (package / MANIFEST_NAME).read_bytes() == manifest
 
 
+def test_a_summary_file_of_unknown_concurrency_is_not_best_over_a_measured_cell(
+    package: Path,
+) -> None:
+    (package / "bench" / "results_b300" / "ddtree_b4_graph.json").write_text(
+        '{"budget": 4, "cuda_graph": true, "accept_length": 4.46, "output_throughput": 1709.0}'
+    )
+
+    report = build_report(package)
+
+    best = report.split("### Best stable configuration", 1)[1]
+    assert best.split("\n\n", 2)[1].startswith("**B300_nvlsb8t4**")
+
+
 def test_serving_results_carry_their_release_and_accept_label(package: Path) -> None:
     shutil.copy(FIXTURES / "sglang-0.5.23_bench_serving.jsonl", package / "bench" / "results_b300")
 
