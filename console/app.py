@@ -13,6 +13,7 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from datetime import datetime
+from pathlib import Path
 from typing import TypeVar, cast
 
 # Textual paints a changed screen on its next frame tick, at most TEXTUAL_FPS (default 60)
@@ -44,12 +45,15 @@ from console.events import (
     ServiceStatus,
     SnapshotProgress,
 )
-from console.evidence.package import Job, SnapshotError, plan
+from console.evidence.ledger import current_invocation, record_rollout, utc_now
+from console.evidence.package import Job, SnapshotError, package_dir, plan
+from console.evidence.report import write_report
 from console.evidence.snapshot import run_snapshot
 from console.fleet import Fleet
 from console.profiles import FlagValue
 from console.settings import Settings, state_dir
 from console.state import write_atomic
+from console.transport.ssh import RemoteError
 from console.tuning.plan import Plan, prepare
 from console.tuning.rollout import Rollout
 from console.watch.journal import LineFilter
@@ -57,7 +61,9 @@ from widgets.accept_chart import POINTS as CHART_POINTS
 from widgets.accept_chart import AcceptChart
 from widgets.alerts import AlertsScreen, alert_text
 from widgets.audit_view import AuditScreen
+from widgets.bench_view import BenchScreen
 from widgets.commands import palette_commands
+from widgets.compare_view import CompareScreen
 from widgets.flag_editor import FlagEditorScreen
 from widgets.help_screen import HelpScreen
 from widgets.host_table import HostTable
@@ -126,6 +132,9 @@ class SpecopsApp(App[int]):
         Binding("G,end", "resume_tail", "Resume tail", id="resume-tail", show=False),
         Binding("A", "show_alerts", "Alerts", id="alerts-list"),
         Binding("L", "show_audit", "Audit log", id="audit-log"),
+        Binding("b", "show_bench", "Bench", id="bench-view", show=False),
+        Binding("c", "show_compare", "Compare", id="compare-view", show=False),
+        Binding("r", "write_report", "Report", id="report-write", show=False),
         Binding("y", "yank_view", "Copy view", id="yank-view"),
         Binding("Y", "yank_line", "Copy line", id="yank-line", show=False),
         Binding("w", "save_view", "Save view", id="save-view", show=False),
@@ -277,6 +286,51 @@ class SpecopsApp(App[int]):
     def action_show_audit(self) -> None:
         if len(self.screen_stack) == 1:
             self.push_screen(AuditScreen())
+
+    def _selected_package(self) -> Path | None:
+        name = self.selected_host
+        if name is None:
+            return None
+        return package_dir(self.fleet.profiles[name].artifacts.package)
+
+    def action_show_bench(self) -> None:
+        package = self._selected_package()
+        if package is not None and len(self.screen_stack) == 1:
+            self.push_screen(BenchScreen(package, self.selected_host))
+
+    def action_show_compare(self) -> None:
+        name = self.selected_host
+        if name is not None and len(self.screen_stack) == 1:
+            self.push_screen(CompareScreen(name))
+
+    def action_write_report(self) -> None:
+        """The findings report into the package of the last snapshot (else the host's)."""
+        panel = self.main(SnapshotPanel)
+        if panel is not None and panel.running:
+            self.notify("a snapshot is running: report after it", title="report")
+            return
+        report = panel.report if panel is not None else None
+        packages = [p.path for p in report.packages] if report is not None else []
+        selected = self._selected_package()
+        if not packages and selected is not None:
+            packages = [selected]
+        for package in packages:
+            self._write_report(package)
+
+    @work(thread=True, group="report", exit_on_error=False, description="report")
+    def _write_report(self, package: Path) -> None:
+        try:
+            written, manifest = write_report(package)
+        except OSError as exc:
+            self.call_from_thread(
+                self.notify, f"{package}: {exc}", title="report", severity="error", markup=False
+            )
+            return
+        what = "written" if written else "unchanged"
+        extra = "; manifest refreshed" if manifest else ""
+        self.call_from_thread(
+            self.notify, f"{package / 'REPORT.md'} {what}{extra}", title="report", markup=False
+        )
 
     def action_yank_view(self) -> None:
         if view := self.main(JournalView):
@@ -621,7 +675,13 @@ class SpecopsApp(App[int]):
             self.post_message(RolloutUpdated(event))
 
         async def run() -> None:
-            rollout = Rollout(self.fleet.sessions[host], plan, on_event=event)
+            session = self.fleet.sessions[host]
+            rollout = Rollout(session, plan, on_event=event)
+            try:  # the run the change leaves, for the experiment ledger
+                before: str | None = await self.engine.run(current_invocation(session))
+            except (RemoteError, OSError):
+                before = None
+            started = utc_now()
             try:
                 result = await self.engine.run(rollout.run())
             except Exception as exc:  # a bug must reach the operator, never vanish
@@ -636,6 +696,13 @@ class SpecopsApp(App[int]):
                 markup=False,
             )
             self.engine.call(self.fleet.refresh_status, host)
+            try:
+                recording = record_rollout(
+                    session, plan, result, before_invocation=before, started=started, source="tui"
+                )
+                await self.engine.run(recording)
+            except (RemoteError, OSError) as exc:
+                self.notify(f"{host}: experiment not recorded: {exc}", severity="warning")
 
         self.run_worker(
             run(),

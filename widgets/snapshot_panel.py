@@ -109,4 +109,8 @@ class SnapshotPanel(Static):
             else:
                 what = "updated" if package.manifest_updated else "unchanged"
                 notes.append(Text(f"{package.path}: {MANIFEST_NAME} {what}, {package.files} files"))
+        if any(not p.error for p in report.packages):
+            notes.append(
+                Text("r: write the findings report (REPORT.md) · b: bench results", style="bold")
+            )
         return Group(table, *notes)

@@ -1,7 +1,9 @@
-"""The selected host's numbers: last / mean / p50 / min / max over 1 min, 10 min and this run.
+"""The selected host's numbers: last / mean / p50 / min / max over 1 min and 10 min of this
+run, all of this run, the previous run, and every run with the current flag values.
 
-"This run" is the current service invocation: it restarts when the service restarts, so a
-comparison is always between configurations, never a blend of them.
+"This run" is the current service invocation: every window starts afresh when the service
+restarts, and the run before it is its own row, so a comparison is always between
+configurations, never a blend of them.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class StatsPanel(Static):
                 ("1 min", summary.minute if summary else None),
                 ("10 min", summary.ten_minutes if summary else None),
                 ("this run", summary.invocation if summary else None),
+                ("previous run", summary.previous if summary else None),
+                (_config_label(summary), summary.configuration if summary else None),
             )
             for i, (window, stats) in enumerate(windows):
                 rows.append((label if i == 0 else "", window, *_cells(stats, fmt)))
@@ -52,6 +56,11 @@ class StatsPanel(Static):
         # layout of the whole screen every second is what made the UI stutter.
         self.update(table, layout=self._first_draw)
         self._first_draw = False
+
+
+def _config_label(summary: SeriesSummary | None) -> str:
+    runs = summary.configuration_runs if summary else 0
+    return f"same flags ×{runs}"
 
 
 def _text_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> Text:

@@ -32,6 +32,7 @@ from console.cli.common import (
     read_only_reason,
 )
 from console.events import RolloutEvent, RolloutFinished, RolloutOutcome, RolloutProgress
+from console.evidence.ledger import current_invocation, record_rollout, utc_now
 from console.profiles import select
 from console.service.execline import FlagError
 from console.service.flags import format_value
@@ -271,6 +272,7 @@ async def run_plan(
         if answer not in ("y", "yes"):
             err.print("not applied")
             return EXIT_FAILED
+    before, started = await current_invocation(session), utc_now()  # for the ledger
     printer = ProgressPrinter()
     options = RolloutOptions(rollback=not args.no_rollback, soak_s=args.soak, kind=kind)
     rollout = asyncio.ensure_future(Rollout(session, plan, on_event=printer, options=options).run())
@@ -288,7 +290,22 @@ async def run_plan(
         finally:
             printer.stop()
     _report(result, plan)
+    await _record(session, plan, before, started, result)
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+async def _record(
+    session: HostSession, plan: Plan, before: str | None, started: str, result: RolloutFinished
+) -> None:
+    """The experiment into the ledger; a failure to record never changes the exit status."""
+    try:
+        path = await record_rollout(
+            session, plan, result, before_invocation=before, started=started, source="cli"
+        )
+    except (RemoteError, OSError) as exc:
+        err.print(f"specops: {plan.host}: experiment not recorded: {exc}", markup=False)
+        return
+    _say(f"experiment recorded: {escape(str(path))}")
 
 
 @contextlib.contextmanager

@@ -114,19 +114,23 @@ def format_line(digest: str, relpath: str) -> str:
     return f"{digest}  {name}\n"
 
 
+def package_digests(root: StrPath) -> dict[str, str]:
+    """Relative path → SHA-256 of every covered file, in manifest order; each hashed once."""
+    base = os.fspath(root)
+    return {rel: hash_file(os.path.join(base, rel)) for rel in package_files(base)}
+
+
+def render_manifest(digests: dict[str, str]) -> str:
+    """The manifest text for these digests (already in manifest order)."""
+    return "".join(format_line(digest, rel) for rel, digest in digests.items())
+
+
 def build_manifest(root: StrPath) -> str:
     """The manifest text for `root` as it is now; hashes every covered file once."""
-    base = os.fspath(root)
-    return "".join(
-        format_line(hash_file(os.path.join(base, rel)), rel) for rel in package_files(base)
-    )
+    return render_manifest(package_digests(root))
 
 
-def write_manifest(root: StrPath) -> bool:
-    """Write `root/MANIFEST.sha256` atomically; False (file untouched) if already identical."""
-    base = Path(root)
-    target = base / MANIFEST_NAME
-    content = os.fsencode(build_manifest(base))
+def _publish_manifest(target: Path, content: bytes) -> bool:
     try:
         if target.read_bytes() == content:
             return False
@@ -135,6 +139,70 @@ def write_manifest(root: StrPath) -> bool:
     # The temporary name ends in .part, so a concurrent build never lists it.
     write_file(target, content, publish_replacing, suffix=PART_SUFFIX, mode=0o644)
     return True
+
+
+def write_manifest(root: StrPath) -> bool:
+    """Write `root/MANIFEST.sha256` atomically; False (file untouched) if already identical."""
+    base = Path(root)
+    return _publish_manifest(base / MANIFEST_NAME, os.fsencode(build_manifest(base)))
+
+
+@dataclass(frozen=True)
+class ManifestChanges:
+    """How the package differs from what its manifest listed; paths in manifest order."""
+
+    added: tuple[str, ...]
+    """Covered files the manifest did not list."""
+    changed: tuple[str, ...]
+    """Listed files whose content now hashes differently."""
+    removed: tuple[str, ...]
+    """Listed paths with no covered file any more."""
+    unchanged: int
+    malformed: tuple[MalformedLine, ...]
+    """Lines of the old manifest that could not be read (they are dropped on rewrite)."""
+    had_manifest: bool
+    written: bool
+    """True when MANIFEST.sha256 was (re)written; never on a dry run."""
+
+    @property
+    def any(self) -> bool:
+        """True when a rewrite changes what the manifest says."""
+        return bool(self.added or self.changed or self.removed or self.malformed) or (
+            not self.had_manifest
+        )
+
+
+def refresh_manifest(root: StrPath, *, dry_run: bool = False) -> ManifestChanges:
+    """Rewrite `root/MANIFEST.sha256` over the package as it is now (after hand edits).
+
+    Every covered file is hashed once; the old manifest (if any) is only read, to say what was
+    added, changed and removed. `dry_run` writes nothing. The rewrite is the same atomic,
+    byte-deterministic one every snapshot does, so `sha256sum -c` passes afterwards.
+    """
+    base = Path(root)
+    target = base / MANIFEST_NAME
+    try:
+        listed, malformed = _read_listed(target.read_bytes())
+        had = True
+    except FileNotFoundError:
+        listed, malformed, had = {}, [], False
+    digests = package_digests(base)
+    order = os.fsencode
+    added = sorted((r for r in digests if r not in listed), key=order)
+    removed = sorted((r for r in listed if r not in digests), key=order)
+    changed = sorted((r for r in digests if r in listed and listed[r] != digests[r]), key=order)
+    written = False
+    if not dry_run:
+        written = _publish_manifest(target, os.fsencode(render_manifest(digests)))
+    return ManifestChanges(
+        added=tuple(added),
+        changed=tuple(changed),
+        removed=tuple(removed),
+        unchanged=len(digests) - len(added) - len(changed),
+        malformed=tuple(malformed),
+        had_manifest=had,
+        written=written,
+    )
 
 
 def parse_line(line: str) -> tuple[str, str]:
@@ -182,20 +250,8 @@ def _unescape(name: str) -> str:
     return "".join(out)
 
 
-def verify(root: StrPath) -> VerifyReport:
-    """Check `root` against its manifest, hashing only files that are listed and present.
-
-    Like `sha256sum -c`, blank lines and `#` comments are skipped and a trailing CR is dropped.
-    Unlike it, a second entry for the same path, or one for an excluded path (the manifest, a
-    `*.part`), is malformed. A listed path is only ever opened if the package walk found a
-    regular file there, so a manifest can never make `verify` read outside the package or
-    through a symlink. Raises FileNotFoundError if there is no manifest; other OSErrors
-    (e.g. an unreadable file) propagate.
-    """
-    base = os.fspath(root)
-    with open(os.path.join(base, MANIFEST_NAME), "rb") as f:
-        raw = f.read()
-    present = set(package_files(base))
+def _read_listed(raw: bytes) -> tuple[dict[str, str], list[MalformedLine]]:
+    """The (path → digest) entries of a manifest's bytes, and the lines that are not entries."""
     listed: dict[str, str] = {}
     malformed: list[MalformedLine] = []
     for lineno, raw_line in enumerate(raw.split(b"\n"), start=1):
@@ -212,7 +268,24 @@ def verify(root: StrPath) -> VerifyReport:
             malformed.append(MalformedLine(lineno, text, str(exc)))
             continue
         listed[rel] = digest
+    return listed, malformed
 
+
+def verify(root: StrPath) -> VerifyReport:
+    """Check `root` against its manifest, hashing only files that are listed and present.
+
+    Like `sha256sum -c`, blank lines and `#` comments are skipped and a trailing CR is dropped.
+    Unlike it, a second entry for the same path, or one for an excluded path (the manifest, a
+    `*.part`), is malformed. A listed path is only ever opened if the package walk found a
+    regular file there, so a manifest can never make `verify` read outside the package or
+    through a symlink. Raises FileNotFoundError if there is no manifest; other OSErrors
+    (e.g. an unreadable file) propagate.
+    """
+    base = os.fspath(root)
+    with open(os.path.join(base, MANIFEST_NAME), "rb") as f:
+        raw = f.read()
+    present = set(package_files(base))
+    listed, malformed = _read_listed(raw)
     ok: list[str] = []
     mismatched: list[str] = []
     missing: list[str] = []

@@ -26,9 +26,11 @@ from typing import Any
 import asyncssh
 
 from console.events import JournalEntry, SnapshotProgress, SnapshotStage
-from console.evidence.bench import Bench, bench_files
+from console.evidence.bench_globs import Bench, bench_files
 from console.evidence.digests import HostDigests
 from console.evidence.excerpt import Excerpt, build_excerpt
+from console.evidence.ledger import EXPERIMENTS_DIR
+from console.evidence.ledger import load as load_experiments
 from console.evidence.manifest import MANIFEST_NAME, package_files, write_manifest
 from console.evidence.names import shown
 from console.evidence.package import (
@@ -284,6 +286,7 @@ class _HostRun:
                 unit_ref,
             )
             await self._fetch_bench(sftp, bench)
+        await self._mirror_experiments()
 
         if self.result.errors:
             return
@@ -328,6 +331,15 @@ class _HostRun:
         }
         self.result.metadata = await asyncio.to_thread(write_metadata, pkg, host, body)
         tracker.emit(current=self.result.metadata.path)
+
+    async def _mirror_experiments(self) -> None:
+        """The console's ledger of this host's changes into `experiments/HOST/` (each file is
+        written once, so an unchanged ledger places nothing)."""
+        directory = self.job.package / EXPERIMENTS_DIR / self.profile.name
+        for path, _ in await asyncio.to_thread(load_experiments, self.profile.name):
+            self.tracker.files_total += 1
+            placement = await self._write(directory, path.name, path.read_text(encoding="utf-8"))
+            self._add(placement, str(path), "")
 
     async def _fetch_bench(self, sftp: asyncssh.SFTPClient, bench: Sequence[Bench]) -> None:
         if not bench:

@@ -20,13 +20,10 @@ from collections.abc import Callable, Iterable
 from console.events import JournalEntry
 from console.transport.ssh import HostSession
 from console.watch.journal import JournalFollower
+from console.watch.phase import phase_of
 from console.watch.sglang import (
     CRASH_SIGNATURES,
     DecodeBatch,
-    GraphCapture,
-    KVCacheAllocated,
-    ServerReady,
-    WeightLoad,
     crash_signature,
     deprecation_warning,
     parse_line,
@@ -36,23 +33,6 @@ _RANK = {name: i for i, (name, _) in enumerate(CRASH_SIGNATURES)}
 EXCEPTION_RE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit)\b:? ")
 """A traceback's last line: `torch.AcceleratorError: CUDA error: …`, `RuntimeError: …`."""
 MAX_KEPT = 50_000
-
-
-def phase_of(message: str) -> str | None:
-    """What a start-up line says the server is doing now, in words, or None."""
-    parsed = parse_line(message)
-    if isinstance(parsed, WeightLoad):
-        return "loading weights" if parsed.phase == "begin" else "weights loaded"
-    if isinstance(parsed, KVCacheAllocated):
-        return "allocating KV cache"
-    if isinstance(parsed, GraphCapture):
-        graph = f"{parsed.device.upper()} graph capture"
-        return graph if parsed.phase == "begin" else f"after {graph}"
-    if isinstance(parsed, ServerReady):
-        return "serving"
-    if isinstance(parsed, DecodeBatch):
-        return "decoding"
-    return None
 
 
 class InvocationWatch:

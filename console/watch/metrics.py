@@ -3,8 +3,10 @@
 Tuning speculative decoding is a comparison: accept length and throughput now, against a minute
 ago, against the run before the last restart. This module keeps, for each host, bounded series of
 `(timestamp, value)` samples fed from parsed SGLang lines (and from a profile's own
-`[[metrics]]`), and answers last / mean / p50 / min / max / count over the last minute, the last
-ten minutes and the current service invocation.
+`[[metrics]]`), and answers last / mean / p50 / min / max / count over the last minute and the
+last ten minutes *of the current service invocation*, the whole current invocation, and the
+previous one. The windows never reach back past a restart: a ten-minute max that came from the
+rolled-back run before it (budget 32's garbage at accept 6.68) is exactly the blend this avoids.
 
 Bounded by construction: a console left open for a week holds at most `maxlen` samples per
 series. Time is always passed in (`ts`, `now`) and never read from the clock, so the whole module
@@ -40,6 +42,14 @@ DEFAULT_MAXLEN = 20_000
 """Samples kept per series: at SGLang's default of one decode line every 40 iterations, hours."""
 MINUTE = 60.0
 TEN_MINUTES = 600.0
+MAX_CONFIGURATIONS = 32
+"""Flag sets whose runs are remembered per host for the per-configuration row."""
+MAX_RUNS_PER_CONFIGURATION = 64
+
+
+def _flags_key(flags: Mapping[str, object]) -> str:
+    return " ".join(f"{k}={flags[k]}" for k in sorted(flags))
+
 
 BUILTIN_SERIES = (
     "accept_len",
@@ -79,13 +89,37 @@ class Stats:
         )
 
 
+def pool_stats(runs: Sequence[Stats]) -> Stats | None:
+    """One summary over several runs, oldest first: count, mean, min, max and last exactly;
+    p50 is the median of the runs' medians (the samples themselves are gone)."""
+    if not runs:
+        return None
+    count = sum(r.count for r in runs)
+    return Stats(
+        count=count,
+        last=runs[-1].last,
+        mean=math.fsum(r.mean * r.count for r in runs) / count,
+        p50=statistics.median(r.p50 for r in runs),
+        min=min(r.min for r in runs),
+        max=max(r.max for r in runs),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class SeriesSummary:
-    """The three windows the console shows side by side for one series."""
+    """The windows the console shows side by side for one series; none mixes invocations."""
 
     minute: Stats | None
+    """The last minute of the current invocation."""
     ten_minutes: Stats | None
+    """The last ten minutes of the current invocation."""
     invocation: Stats | None
+    previous: Stats | None = None
+    """The whole invocation before the current one (the last one that logged a sample)."""
+    configuration: Stats | None = None
+    """Every invocation this console saw run the current flag values, this one included."""
+    configuration_runs: int = 0
+    """How many invocations `configuration` pools."""
 
 
 class Series:
@@ -108,6 +142,7 @@ class Series:
         "_inv_sum",
         "_maxlen",
         "_next",
+        "_previous",
         "_ts",
         "_values",
     )
@@ -122,10 +157,16 @@ class Series:
         self._ts = array("d")
         self._values = array("d")
         self._next = 0
+        self._inv_count = 0
+        self._previous: Stats | None = None
         self.reset_invocation()
 
     def reset_invocation(self) -> None:
-        """Start the invocation totals afresh; retained samples stay for the time windows."""
+        """Start the invocation totals afresh; the finished one's become `previous()` (unless it
+        logged nothing, like a run that died in graph capture). Retained samples stay, for
+        charts; the windows of `nested_windows(..., current=True)` stop at this point."""
+        if self._inv_count:
+            self._previous = self.invocation()
         self._inv_count = 0
         self._inv_sum = 0.0
         self._inv_min = math.inf
@@ -197,13 +238,15 @@ class Series:
         return self.nested_windows(now, seconds, seconds)[1]
 
     def nested_windows(
-        self, now: float, short: float, long: float
+        self, now: float, short: float, long: float, *, current: bool = False
     ) -> tuple[list[float], list[float]]:
-        """`window_values` of a short and a long window ending at `now`, in one pass."""
+        """`window_values` of a short and a long window ending at `now`, in one pass; with
+        `current`, only samples of the current invocation (the newest `_inv_count`)."""
         short_cutoff, long_cutoff = now - short, now - long
         newest_first: list[float] = []
         short_count: int | None = None
-        for ts, value in self._newest_first():
+        limit = min(self._inv_count, len(self._ts)) if current else None
+        for ts, value in islice(self._newest_first(), limit):
             if ts > now:
                 continue
             if ts < long_cutoff:
@@ -219,6 +262,10 @@ class Series:
     def window(self, now: float, seconds: float) -> Stats | None:
         """Statistics over the last `seconds` before `now`."""
         return Stats.of(self.window_values(now, seconds))
+
+    def previous(self) -> Stats | None:
+        """Statistics of the invocation before the current one that logged a sample."""
+        return self._previous
 
     def invocation(self) -> Stats | None:
         """Statistics since the last `reset_invocation` (or since the series began)."""
@@ -256,6 +303,11 @@ class HostMetrics:
         self.invocation_id: str | None = None
         self.invocation_flags: Mapping[str, object] = MappingProxyType({})
         self.invocation_started: float | None = None
+        self.previous_invocation_id: str | None = None
+        """The run before this one that logged numbers (what "previous run" stats are of)."""
+        self.previous_flags: Mapping[str, object] = MappingProxyType({})
+        self._finished: dict[str, dict[str, list[Stats]]] = {}
+        """Flag values (as text) → series → the finished invocations' statistics."""
         self.graph: bool | None = None
         """Whether the newest decode batch of this invocation ran in a device graph."""
         self.graph_backend: str | None = None
@@ -313,12 +365,41 @@ class HostMetrics:
         `flags` (the configuration it runs with) is kept alongside, so the statistics of a run
         can be labelled with what produced them.
         """
+        if any(s.invocation() is not None for s in self._series.values()):
+            self.previous_invocation_id = self.invocation_id
+            self.previous_flags = self.invocation_flags
+            self._remember_run()
         self.invocation_id = invocation_id
         self.invocation_flags = MappingProxyType(dict(flags or {}))
         self.invocation_started = now
         self.graph = self.graph_backend = self.graph_ts = None
         for series in self._series.values():
             series.reset_invocation()
+
+    def _remember_run(self) -> None:
+        """File the finished invocation's statistics under its flags (when they are known)."""
+        key = _flags_key(self.invocation_flags)
+        if not key:
+            return
+        runs = self._finished.pop(key, {})
+        self._finished[key] = runs  # most recently run last
+        for name, series in self._series.items():
+            stats = series.invocation()
+            if stats is not None:
+                kept = runs.setdefault(name, [])
+                kept.append(stats)
+                del kept[:-MAX_RUNS_PER_CONFIGURATION]
+        while len(self._finished) > MAX_CONFIGURATIONS:
+            del self._finished[next(iter(self._finished))]
+
+    def configuration_stats(self, name: str) -> tuple[Stats | None, int]:
+        """(pooled statistics, runs) of every invocation seen with the current flags."""
+        key = _flags_key(self.invocation_flags)
+        runs = list(self._finished.get(key, {}).get(name, [])) if key else []
+        current = self.invocation_stats(name)
+        if current is not None:
+            runs.append(current)
+        return pool_stats(runs), len(runs)
 
     def last(self, name: str) -> float | None:
         """The newest value of a series, None when it has none."""
@@ -337,15 +418,19 @@ class HostMetrics:
         return None if series is None else series.invocation()
 
     def summary(self, name: str, now: float) -> SeriesSummary:
-        """Last minute, last ten minutes and current invocation of one series."""
+        """Last minute and last ten minutes of this invocation, all of it, and the previous one."""
         series = self._series.get(name)
         if series is None:
             return SeriesSummary(None, None, None)
-        minute, ten_minutes = series.nested_windows(now, MINUTE, TEN_MINUTES)
+        minute, ten_minutes = series.nested_windows(now, MINUTE, TEN_MINUTES, current=True)
         ten = Stats.of(ten_minutes)
+        configuration, runs = self.configuration_stats(name)
         # Under a flood (20,000 samples a second) both windows hold the same samples.
         return SeriesSummary(
             minute=ten if len(minute) == len(ten_minutes) else Stats.of(minute),
             ten_minutes=ten,
             invocation=series.invocation(),
+            previous=series.previous(),
+            configuration=configuration,
+            configuration_runs=runs,
         )

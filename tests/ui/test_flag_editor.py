@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Input, Log, Static
 
 from console.app import SpecopsApp
 from console.events import RolloutOutcome
+from console.evidence.ledger import load as load_experiments
 from console.fleet import Fleet
 from console.profiles import load_fleet
 from console.sim.fleet import SimFleet
@@ -122,6 +123,11 @@ async def test_a_confirmed_change_ends_healthy_with_live_progress(fleet: SimFlee
         row = app.query_one(HostTable).rows_by_name["b300"]
         await until(pilot, lambda: row.status is not None and row.status.flags.get("budget") == 16)
         assert row.status is not None and row.status.flags["cuda_graph"] is False
+        await until(pilot, lambda: bool(load_experiments("b300")))  # the ledger has the change
+        ((_, experiment),) = load_experiments("b300")
+        assert (experiment.outcome, experiment.source) == ("kept", "tui")
+        assert experiment.before.flags["budget"] == 8 and experiment.after.flags["budget"] == 16
+        assert experiment.after.invocation == row.status.invocation_id
         await pilot.press("q")
 
 

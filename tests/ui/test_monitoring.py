@@ -110,6 +110,33 @@ async def test_known_decode_lines_reach_the_chart_and_the_stats(quiet_host: SimF
         print(f"decode lines on screen {shown_after * 1000:.0f} ms after they were logged")
 
 
+async def test_after_a_restart_the_windows_hold_only_this_run_and_the_last_is_its_own_row(
+    quiet_host: SimFleet,
+) -> None:
+    host = quiet_host.hosts["b300"]
+    app = SpecopsApp(Fleet(load_fleet(quiet_host.profiles_dir)))
+    async with app.run_test(size=(150, 45)) as pilot:
+        await ready(pilot, app, host)
+        stats = app.query_one(StatsPanel)
+        for accept in (6.10, 6.68, 6.30):  # the budget-32 run that answered garbage
+            log(host, decode(accept, 800.0))
+        await until(pilot, lambda: _count(stats, "accept_len") == 3)
+
+        later = "d" * 32
+        for accept in (4.36, 4.41):
+            log(host, decode(accept, 1650.0), later, "9")
+        await until(pilot, lambda: _count(stats, "accept_len") == 2)
+
+        summary = stats.summaries["accept_len"]
+        assert summary.ten_minutes is not None and summary.ten_minutes.max == 4.41
+        assert summary.minute is not None and summary.minute.count == 2
+        assert summary.previous is not None
+        assert (summary.previous.count, summary.previous.max) == (3, 6.68)
+        screen = app.export_screenshot().replace("&#160;", " ")
+        assert "previous run" in screen and "same flags ×1" in screen
+        assert summary.configuration_runs == 1  # the fake run's flags are not read: only itself
+
+
 def _count(stats: StatsPanel, name: str) -> int:
     summary = stats.summaries.get(name)
     return 0 if summary is None or summary.invocation is None else summary.invocation.count

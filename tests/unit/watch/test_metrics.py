@@ -129,7 +129,7 @@ def test_percentile_and_mean() -> None:
     assert stats == Stats(6, 100.0, sum(values) / 6, 3.5, 1.0, 100.0)
 
 
-def test_new_invocation_resets_run_stats_but_not_windows() -> None:
+def test_new_invocation_resets_run_stats_and_windows_and_keeps_the_previous_run() -> None:
     host = HostMetrics("pro6000")
     for i in range(10):
         host.observe(parse_line(decode(2.0)), ts=float(i))
@@ -141,15 +141,60 @@ def test_new_invocation_resets_run_stats_but_not_windows() -> None:
     assert dict(host.invocation_flags) == {"budget": 16, "cuda_graph": True}
     assert host.invocation_stats("accept_len") is None
     assert host.graph is None  # unknown until the new process logs a decode line
+    assert host.summary("accept_len", now=11.0).minute is None  # nothing of this run yet
 
     for i in range(4):
         host.observe(parse_line(decode(5.0 + i)), ts=20.0 + i)
     run = host.invocation_stats("accept_len")
     assert run == Stats(count=4, last=8.0, mean=6.5, p50=6.5, min=5.0, max=8.0)
     window = host.stats("accept_len", now=30.0, seconds=MINUTE)
-    assert window is not None and window.count == 14  # the old run is still in the last minute
+    assert window is not None and window.count == 14  # the raw window still sees both
     summary = host.summary("accept_len", now=30.0)
-    assert (summary.minute, summary.ten_minutes, summary.invocation) == (window, window, run)
+    assert (summary.minute, summary.ten_minutes, summary.invocation) == (run, run, run)
+    assert summary.previous == before
+
+
+def test_a_rolled_back_runs_numbers_stay_in_previous_run_not_in_the_windows() -> None:
+    """The campaign's stats panel showed a 10-minute max of 6.68 on budget 8: it came from the
+    budget-32 run just rolled back, which answered garbage."""
+    host = HostMetrics("b300")
+    host.new_invocation("run-b32", {"budget": 32}, now=0.0)
+    for i, al in enumerate((6.1, 6.68, 6.3)):
+        host.observe(parse_line(decode(al)), ts=100.0 + i)
+    host.new_invocation("crashed-in-capture", {"budget": 16}, now=110.0)  # logged nothing
+    host.new_invocation("run-b8", {"budget": 8}, now=120.0)
+    for i, al in enumerate((4.36, 4.41, 4.38)):
+        host.observe(parse_line(decode(al)), ts=130.0 + i)
+
+    summary = host.summary("accept_len", now=140.0)
+
+    assert summary.ten_minutes is not None and summary.ten_minutes.max == 4.41
+    assert summary.minute is not None and summary.minute.count == 3
+    assert summary.previous is not None and summary.previous.max == 6.68
+    assert host.previous_invocation_id == "run-b32"
+    assert dict(host.previous_flags) == {"budget": 32}
+
+
+def test_the_configuration_row_pools_every_run_with_the_current_flags() -> None:
+    host = HostMetrics("b300")
+    for run, flags, values in (
+        ("r1", {"budget": 8}, (4.3, 4.5)),
+        ("r2", {"budget": 16}, (6.0,)),
+        ("r3", {"budget": 8}, (4.4,)),
+    ):
+        host.new_invocation(run, flags)
+        for i, value in enumerate(values):
+            host.observe(parse_line(decode(value)), ts=float(i))
+
+    pooled, runs = host.configuration_stats("accept_len")
+
+    assert runs == 2
+    assert pooled is not None and pooled.count == 3 and pooled.max == 4.5 and pooled.min == 4.3
+    assert pooled.mean == pytest.approx(4.4) and pooled.last == 4.4
+    summary = host.summary("accept_len", now=10.0)
+    assert (summary.configuration, summary.configuration_runs) == (pooled, 2)
+    host.new_invocation("r4", {})  # flags not known yet: no configuration to pool with
+    assert host.configuration_stats("accept_len") == (None, 0)
 
 
 def test_invocation_flags_are_a_copy() -> None:

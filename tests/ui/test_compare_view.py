@@ -1,0 +1,54 @@
+"""`c` shows the selected host's ledger: configurations with status and numbers, the newest
+change's before and after side by side, and a rolled-back configuration never as best."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from pathlib import Path
+
+from rich.console import Console
+from textual.widgets import Static
+
+from console.app import SpecopsApp
+from console.evidence.ledger import Experiment, Side, WindowStats, save
+from console.fleet import Fleet
+from console.profiles import load_fleet
+from tests.ui.support import simulated_fleet, until
+from widgets.compare_view import CompareScreen
+
+
+def _side(inv: str, flags: Mapping[str, object], accept: list[float], tput: list[float]) -> Side:
+    windows = {"accept_len": WindowStats.of(accept), "gen_throughput": WindowStats.of(tput)}
+    return Side(inv, flags, {k: v for k, v in windows.items() if v is not None})
+
+
+async def test_c_shows_the_ledger_side_by_side(tmp_path: Path) -> None:
+    b8 = {"budget": 8, "cuda_graph": True}
+    b16 = {"budget": 16, "cuda_graph": False}
+    b24 = {"budget": 24, "cuda_graph": True}
+    kept = Experiment(
+        "b300", "u", "2026-12-03T10:00:00+00:00", "2026-12-03T10:05:00+00:00", "kept",
+        _side("a" * 32, b8, [4.36, 4.41, 4.38, 4.44], [1650.0, 1610.0, 1660.0, 1640.0]),
+        _side("b" * 32, b16, [5.6, 6.1, 5.9, 6.3], [820.0, 800.0, 830.0, 815.0]),
+    )  # fmt: skip
+    crashed = Experiment(
+        "b300", "u", "2026-12-03T11:00:00+00:00", "2026-12-03T11:01:00+00:00", "rolled_back",
+        _side("b" * 32, b16, [5.9], [818.0]), Side("c" * 32, b24),
+        signature="illegal_memory_access", phase="CUDA graph capture",
+    )  # fmt: skip
+    save(kept)
+    save(crashed)
+    async with simulated_fleet(tmp_path, hosts=1, decode_interval_s=0.2) as sim:
+        app = SpecopsApp(Fleet(load_fleet(sim.profiles_dir)))
+        async with app.run_test(size=(160, 44)) as pilot:
+            await pilot.press("c")
+            await until(pilot, lambda: isinstance(app.screen, CompareScreen))
+            console = Console(width=150, record=True, file=io.StringIO())
+            console.print(app.screen.query_one("#compare-body", Static).content)
+            text = console.export_text()
+            assert "rolled back: illegal_memory_access during CUDA graph capture" in text
+            assert "beyond spread" in text and "(n=4)" in text
+            assert "best: #1 budget=8 cuda_graph=on" in text
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, CompareScreen))
