@@ -20,6 +20,8 @@ SESSION = "specops-e2e"
 class Pane:
     def __init__(self, socket: str) -> None:
         self.socket = socket
+        self.home = Path()
+        self.marker = Path()
 
     def tmux(self, *args: str) -> str:
         result = subprocess.run(
@@ -29,6 +31,10 @@ class Pane:
 
     def text(self) -> str:
         return self.tmux("capture-pane", "-p", "-t", SESSION)
+
+    def history(self) -> str:
+        """The pane's text with its scrollback (what was printed after the app left)."""
+        return self.tmux("capture-pane", "-p", "-S", "-100", "-t", SESSION)
 
     def keys(self, *keys: str) -> None:
         self.tmux("send-keys", "-t", SESSION, *keys)
@@ -64,6 +70,7 @@ def pane(isolated_home: Path, tmp_path: Path) -> Iterator[Pane]:
         "XDG_STATE_HOME": str(isolated_home / ".local" / "state"),
         "TERM": "xterm-256color",
         "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),  # this tree, not an install
     }
     exports = " ".join(f"{k}={v!r}" for k, v in env.items())
     command = (
@@ -88,7 +95,8 @@ def pane(isolated_home: Path, tmp_path: Path) -> Iterator[Pane]:
         check=True,
         cwd=tmp_path,
     )
-    p.marker = marker  # type: ignore[attr-defined]
+    p.marker = marker
+    p.home = isolated_home
     try:
         yield p
     finally:
@@ -124,9 +132,11 @@ def test_a_person_picks_a_host_snapshots_opens_flags_reads_help_and_quits(pane: 
 
     pane.keys("q")
     deadline = time.monotonic() + 15
-    marker: Path = pane.marker  # type: ignore[attr-defined]
+    marker = pane.marker
     while not marker.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert marker.read_text().strip() == "0"
     screen = pane.text()
     assert "journal ·" not in screen  # the app is gone and the terminal is back to normal
+    assert "demo files kept in" in pane.history()  # the demo's own directory, where its state went
+    assert not (pane.home / ".local" / "state" / "specops").exists()
