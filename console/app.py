@@ -35,6 +35,7 @@ from console.engine import EngineThread
 from console.events import (
     CrashDetected,
     Event,
+    HealthChecked,
     HostStateChanged,
     InvocationChanged,
     JournalBatch,
@@ -64,6 +65,7 @@ from widgets.host_table import HostTable
 from widgets.journal_view import JournalView, PromptInput
 from widgets.messages import (
     CrashReceived,
+    HealthUpdated,
     HostStateUpdated,
     RunChanged,
     ServiceStatusUpdated,
@@ -208,6 +210,7 @@ class SpecopsApp(App[int]):
             self._show_stats()
         self.set_interval(FLUSH_INTERVAL_S, self._flush_journal)
         self.set_interval(STATS_INTERVAL_S, self._show_stats)
+        self.set_interval(STATS_INTERVAL_S, self._draw_freshness)
         self.set_interval(METRICS_INTERVAL_S, self._draw_metrics)
         self.query_one(JournalView).focus()
 
@@ -255,6 +258,8 @@ class SpecopsApp(App[int]):
             self._metrics_due[event.host] = event  # drawn by the metrics timer
         elif isinstance(event, CrashDetected):
             self.post_message(CrashReceived(event))
+        elif isinstance(event, HealthChecked):
+            self.post_message(HealthUpdated(event))
         elif isinstance(event, InvocationChanged | ServiceReady):
             self.post_message(RunChanged(event))
 
@@ -425,6 +430,26 @@ class SpecopsApp(App[int]):
             )
         # The stats panel (a table of windows over minutes) is redrawn by its 1 s timer:
         # drawing it at 4 Hz was the most expensive part of a busy frame.
+
+    @on(HealthUpdated)
+    def _health(self, message: HealthUpdated) -> None:
+        if table := self.main(HostTable):
+            table.set_health(message.event.host, message.event.health)
+
+    def _draw_freshness(self) -> None:
+        """Ages of the newest decode lines (they grow without any event), and which hosts
+        are on screen: only their `/health` is polled, so a 64-host fleet asks for ~11."""
+        table = self.main(HostTable)
+        if table is None:
+            return
+        for name in self.host_names:
+            fresh = self.fleet.monitors[name].freshness()
+            if fresh is None:
+                table.set_freshness(name, None, False)
+            else:
+                table.set_freshness(name, fresh.age_s, fresh.stale)
+        visible = table.visible_names()
+        self.fleet.watched = visible.__contains__
 
     def _chart_values(self, host: str) -> list[float]:
         return self.fleet.monitors[host].recent("accept_len", newest=CHART_POINTS)

@@ -129,6 +129,15 @@ class ServiceReady:
     timestamp: float
 
 
+@dataclass(frozen=True)
+class HealthChecked:
+    """The server's `/health` answer changed (`ok`, `503`, `timeout`, `closed`, …)."""
+
+    host: str
+    health: str
+    timestamp: float
+
+
 MonitorEvent = MetricsUpdated | CrashDetected | InvocationChanged | ServiceReady
 
 
@@ -240,6 +249,6 @@ class SnapshotProgress:
     """The package path being written, or the error when `stage` is FAILED."""
 
 
-Event = HostStateChanged | JournalBatch | ServiceStatus | MonitorEvent
+Event = HostStateChanged | JournalBatch | ServiceStatus | MonitorEvent | HealthChecked
 """What the fleet emits to its listeners. Actions report through their own callbacks: a
 rollout's `RolloutEvent`s and a snapshot's `SnapshotProgress` go to whoever started them."""

@@ -37,6 +37,7 @@ COLUMNS = (
     "#",
     "host",
     "connection",
+    "health",
     "unit",
     "budget",
     "topk",
@@ -44,8 +45,21 @@ COLUMNS = (
     "nvls",
     "accept",
     "tok/s",
+    "age",
     "alerts",
 )
+HEALTH_STYLE = {"ok": "green", "closed": "yellow"}
+"""Any other answer (`503`, `timeout`, `error`, `unreachable`) is drawn in red."""
+
+
+def age_text(seconds: float) -> str:
+    """`4s`, `2m05`, `3h12`: the age of the newest decode line, short enough for a column."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}"
+    return f"{s // 3600}h{s // 60 % 60:02d}"
 
 
 @dataclass
@@ -58,6 +72,12 @@ class HostRow:
     throughput: float | None = None
     graph: bool | None = None
     """CUDA-graph state of the newest decode batch (None: no decode line yet this run)."""
+    health: str | None = None
+    """The server's `/health` answer (`ok`, `503`, `timeout`, `closed`, …); None: not asked."""
+    age_s: float | None = None
+    """Age of this run's newest decode line; None before its first one."""
+    stale: bool = False
+    """No decode line for longer than the host's own rhythm allows: the numbers are old."""
     crashed: bool = False
     """A crash signature was seen and no later run has logged ready yet."""
     alerts: int = 0
@@ -87,6 +107,7 @@ class HostTable(ScrollView, can_focus=True):
         "host-table--cursor",
         "host-table--even-row",
         "host-table--crashed",
+        "host-table--stale",
     }
     DEFAULT_CSS = """
     HostTable { height: auto; max-height: 12; background: $surface; color: $foreground; }
@@ -104,6 +125,7 @@ class HostTable(ScrollView, can_focus=True):
         text-style: $block-cursor-text-style;
     }
     HostTable > .host-table--crashed { color: $error; text-style: bold; }
+    HostTable > .host-table--stale { color: $text-disabled; }
     HostTable.-crashed { border: round $error; }
     """
 
@@ -155,14 +177,23 @@ class HostTable(ScrollView, can_focus=True):
         else:
             style = {"active": "green", "failed": "bold red"}.get(status.active_state, "yellow")
             unit = Text(f"{status.active_state}/{status.sub_state}", style=style)
-        accept = f"{row.accept_len:.2f}" if row.accept_len is not None else "-"
-        tps = f"{row.throughput:.0f}" if row.throughput is not None else "-"
+        accept: Text | str = f"{row.accept_len:.2f}" if row.accept_len is not None else "-"
+        tps: Text | str = f"{row.throughput:.0f}" if row.throughput is not None else "-"
+        age: Text | str = "-" if row.age_s is None else age_text(row.age_s)
+        if row.stale:  # the numbers of a run that stopped logging: never shown as live
+            old = self.get_component_rich_style("host-table--stale", partial=True)
+            accept, tps = Text(str(accept), style=old), Text(str(tps), style=old)
+            age = Text(str(age), style="bold yellow")
+        health: Text | str = "-"
+        if row.health is not None:
+            health = Text(row.health, style=HEALTH_STYLE.get(row.health, "bold red"))
         # What the server did beats what the flags asked for (graphs can silently fall back).
         graph = row.graph if row.graph is not None else flags.get("cuda_graph")
         cells: list[Text | str] = [
             str(row.index),
             row.name,
             conn,
+            health,
             unit,
             _flag(flags.get("budget")),
             _flag(flags.get("topk")),
@@ -170,6 +201,7 @@ class HostTable(ScrollView, can_focus=True):
             _flag(flags.get("nvls")),
             accept,
             tps,
+            age,
             Text(str(row.alerts), style="bold red") if row.alerts else "-",
         ]
         if row.crashed:
@@ -229,10 +261,31 @@ class HostTable(ScrollView, can_focus=True):
         row.graph = graph if graph is not None else row.graph
         self.refresh_host(name)
 
+    def set_health(self, name: str, health: str) -> None:
+        self.rows_by_name[name].health = health
+        self.refresh_host(name)
+
+    def set_freshness(self, name: str, age_s: float | None, stale: bool) -> None:
+        """The age of the newest decode line, redrawn only when its text or state changes."""
+        row = self.rows_by_name[name]
+        shown = None if row.age_s is None else age_text(row.age_s)
+        if (shown, row.stale) == (None if age_s is None else age_text(age_s), stale):
+            row.age_s = age_s
+            return
+        row.age_s, row.stale = age_s, stale
+        self.refresh_host(name)
+
+    def visible_names(self) -> frozenset[str]:
+        """The hosts whose rows are on screen now."""
+        top = self.scroll_offset.y
+        rows = max(1, self.size.height - 1)
+        return frozenset(self.names[top : top + rows])
+
     def new_run(self, name: str) -> None:
         """The service restarted: the live numbers belong to the previous run."""
         row = self.rows_by_name[name]
-        row.accept_len = row.throughput = row.graph = None
+        row.accept_len = row.throughput = row.graph = row.age_s = None
+        row.stale = False
         self.refresh_host(name)
 
     def set_crashed(self, name: str, crashed: bool) -> None:

@@ -138,6 +138,10 @@ class SimSGLang:
         self.config: SimConfig | None = None
         self.ready = False
         self.started = time.time()
+        self.unhealthy = False
+        """Fault: `/health` answers 503 while the process runs on (a wedged worker)."""
+        self.stalled = False
+        """Fault: the scheduler stops logging decode lines (hung on a collective)."""
         self._accept_sum = 0.0
         self._accept_n = 0
         self._last_tps = 0.0
@@ -265,6 +269,8 @@ class SimSGLang:
         n = 0
         while True:
             await asyncio.sleep(self.timing.decode_interval_s)
+            if self.stalled:
+                continue
             n += 1
             al = self.accept_len()
             tps = self.throughput()
@@ -300,6 +306,8 @@ class SimSGLang:
     def handle_http(self, method: str, path: str, body: bytes) -> tuple[int, dict[str, object]]:
         path = path.split("?", 1)[0]
         if path in ("/health", "/health_generate"):
+            if self.unhealthy:
+                return 503, {"error": "unhealthy"}
             return (200, {}) if self.ready else (503, {"error": "starting"})
         if not self.ready:
             return 503, {"error": "server is starting"}
