@@ -93,6 +93,10 @@ METRICS_INTERVAL_S = 0.25
 """How often new numbers are drawn (chart, host table, stats): at most 4 layouts a second."""
 ALERTS_KEPT = 200
 ALERT_TIMEOUT_S = 30.0
+"""A crash loop notifies once per this many seconds per host and signature."""
+NOTIFY_TIMEOUT_S = 6.0
+"""How long a notification covers the journal: every crash stays listed under `A`, and a
+rollout's outcome stays on its screen and in the audit log."""
 GC_THRESHOLDS = (10_000, 50, 1000)
 MAX_INBOX_RECORDS = 20_000
 """Journal records waiting for the view beyond which the followers pause (back-pressure)."""
@@ -460,6 +464,9 @@ class SpecopsApp(App[int]):
         self.crashes.append(crash)
         if table := self.main(HostTable):
             table.set_crashed(crash.host, True)
+        view = self.main(JournalView)
+        if view is not None and crash.live:
+            view.note_crash()
         key = (crash.host, crash.signature)
         now = time.monotonic()
         # A crash loop (systemd restarting into the same crash) notifies once per timeout;
@@ -468,7 +475,7 @@ class SpecopsApp(App[int]):
             self._notified[key] = now
             title = f"crash on {crash.host}"
             text = alert_text(crash)
-            self.notify(text, title=title, severity="error", timeout=ALERT_TIMEOUT_S, markup=False)
+            self.notify(text, title=title, severity="error", timeout=NOTIFY_TIMEOUT_S, markup=False)
 
     @on(RunChanged)
     def _run_changed(self, message: RunChanged) -> None:
@@ -508,7 +515,7 @@ class SpecopsApp(App[int]):
     def action_search(self) -> None:
         view, prompt = self.main(JournalView), self.main(PromptInput, "#search")
         if view is not None and prompt is not None and self.screen is self.screen_stack[0]:
-            prompt.open(view.search_term or "")
+            prompt.open()  # empty: enter ends the search; `n`/`N` repeat the current one
 
     def action_search_next(self, older: bool) -> None:
         if view := self.main(JournalView):
@@ -657,7 +664,7 @@ class SpecopsApp(App[int]):
                 outcome_text(result),
                 title="flag change",
                 severity=OUTCOME_SEVERITY[result.outcome],
-                timeout=30,
+                timeout=NOTIFY_TIMEOUT_S,
                 markup=False,
             )
             self.engine.call(self.fleet.refresh_status, host)

@@ -48,6 +48,9 @@ COLUMNS = (
     "age",
     "alerts",
 )
+DROP_ORDER = ("nvls", "topk", "graph", "budget", "unit", "#", "age", "alerts")
+"""Columns given up, in this order, when the table is narrower than all of them: host,
+connection, health, accept and tok/s stay (at 80 columns they are what an operator reads)."""
 HEALTH_STYLE = {"ok": "green", "closed": "yellow"}
 """Any other answer (`503`, `timeout`, `error`, `unreachable`) is drawn in red."""
 
@@ -150,6 +153,8 @@ class HostTable(ScrollView, can_focus=True):
         self._cells_by_name: dict[str, list[Text | str]] = {}
         self._versions = dict.fromkeys(names, 0)
         self._widths = [cell_len(c) for c in COLUMNS]
+        self._shown = list(range(len(COLUMNS)))
+        """Indexes of the columns that fit the table's width (see DROP_ORDER)."""
         self._strips: dict[str, tuple[tuple[object, ...], Strip]] = {}
         """Each row's rendered strip and what it was rendered with."""
 
@@ -224,9 +229,29 @@ class HostTable(ScrollView, can_focus=True):
 
     def _resize(self) -> None:
         self._strips.clear()
-        width = sum(self._widths) + 2 * len(self._widths)
+        self._shown = self._fitting(self.size.width)
+        width = sum(self._widths[i] + 2 for i in self._shown)
         self.virtual_size = Size(width, len(self.names) + 1)
         self.refresh()
+
+    def _fitting(self, available: int) -> list[int]:
+        """The columns to draw in `available` cells (all of them before the first layout)."""
+        shown = list(range(len(COLUMNS)))
+        if available <= 0:
+            return shown
+        for name in DROP_ORDER:
+            if sum(self._widths[i] + 2 for i in shown) <= available:
+                break
+            shown.remove(COLUMNS.index(name))
+        return shown
+
+    @property
+    def shown_columns(self) -> list[str]:
+        return [COLUMNS[i] for i in self._shown]
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self._fitting(event.size.width) != self._shown:
+            self._resize()
 
     def refresh_host(self, name: str) -> None:
         if self._set_cells(name):
@@ -334,7 +359,8 @@ class HostTable(ScrollView, can_focus=True):
 
     def _line(self, cells: list[Text | str] | tuple[str, ...], base: Style) -> Strip:
         text = Text(no_wrap=True, end="")
-        for cell, width in zip(cells, self._widths, strict=True):
+        for i in self._shown:
+            cell, width = cells[i], self._widths[i]
             text.append(" ")
             if isinstance(cell, Text):
                 text.append_text(cell)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from console.events import JournalEntry, ServiceStatus
+from console.events import HealthChecked, JournalEntry, ServiceStatus
 from console.evidence.package import Artifact
 from console.evidence.snapshot import HostSnapshot, PackageResult, SnapshotReport
 from console.evidence.transfer import Outcome
 from console.fleet import Fleet
 from console.profiles import Profile, load_fleet
 from console.transport.ssh import ConnState, HostState
+from console.watch.monitor import HostMonitor
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -54,9 +55,23 @@ def decode(accept: float, tps: float, graph: bool, i: int) -> str:
     )
 
 
+class FrozenMonitor(HostMonitor):
+    """A monitor whose present stands still one second after the script's last line, so the
+    ages and windows on screen are the same however long a screenshot takes."""
+
+    frozen_at = 0.0
+
+    def now(self) -> float:
+        return self.frozen_at
+
+
 class ScriptedFleet(Fleet):
     def start(self) -> None:
         now = time.time()
+        for monitor in self.monitors.values():
+            frozen = FrozenMonitor(self.profiles[monitor.host])
+            frozen.frozen_at = now
+            self.monitors[monitor.host] = frozen
         for n, name in enumerate(self.profiles):
             invocation = f"{n + 1:x}" * 32
             self._state_changed(HostState(name, ConnState.CONNECTED, since=now))
@@ -92,6 +107,7 @@ class ScriptedFleet(Fleet):
                 for i, line in enumerate(lines)
             ]
             self._journal_delivery(name)(entries)
+            self.emit(HealthChecked(name, "ok", now))
 
     async def stop(self) -> None:
         return None
