@@ -441,8 +441,9 @@ class SpecopsApp(App[int]):
             table.set_health(message.event.host, message.event.health)
 
     def _draw_freshness(self) -> None:
-        """Ages of the newest decode lines (they grow without any event), and which hosts
-        are on screen: only their `/health` is polled, so a 64-host fleet asks for ~11."""
+        """Ages of the newest decode lines and restarts in the window (both change with time
+        alone, without any event), and which hosts are on screen: only their `/health` is
+        polled, so a 64-host fleet asks ~11 hosts."""
         table = self.main(HostTable)
         if table is None:
             return
@@ -452,6 +453,8 @@ class SpecopsApp(App[int]):
                 table.set_freshness(name, None, False)
             else:
                 table.set_freshness(name, fresh.age_s, fresh.stale)
+            restarts = self.fleet.monitors[name].restart_summary()
+            table.set_restarts(name, restarts.recent, restarts.looping)
         visible = table.visible_names()
         self.fleet.watched = visible.__contains__
 
@@ -522,6 +525,8 @@ class SpecopsApp(App[int]):
             view.search_next(older)
 
     def action_show_alerts(self) -> None:
+        if table := self.main(HostTable):
+            table.mark_seen()  # the operator is looking at them now
         if not isinstance(self.screen, AlertsScreen):
             self.push_screen(AlertsScreen(self.crashes))
 

@@ -46,9 +46,10 @@ COLUMNS = (
     "accept",
     "tok/s",
     "age",
+    "restarts",
     "alerts",
 )
-DROP_ORDER = ("nvls", "topk", "graph", "budget", "unit", "#", "age", "alerts")
+DROP_ORDER = ("nvls", "topk", "graph", "budget", "unit", "#", "restarts", "age", "alerts")
 """Columns given up, in this order, when the table is narrower than all of them: host,
 connection, health, accept and tok/s stay (at 80 columns they are what an operator reads)."""
 HEALTH_STYLE = {"ok": "green", "closed": "yellow"}
@@ -85,6 +86,12 @@ class HostRow:
     """A crash signature was seen and no later run has logged ready yet."""
     alerts: int = 0
     """Crash alerts for this host since the console started (the list is `A`)."""
+    seen: int = 0
+    """Alerts the operator has seen (opening the list with `A` marks them all)."""
+    restarts: int = 0
+    """Restarts within the last ten minutes (console/watch/restarts.py)."""
+    looping: bool = False
+    """Crash-looping: shown as such, in red, until the host has stayed up a while."""
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -94,6 +101,14 @@ def _flag(value: FlagValue) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     return str(value)
+
+
+def _alerts(row: HostRow) -> Text | str:
+    """Unseen alerts in red; once seen (`A`), the total with a tick, dimmed."""
+    unseen = row.alerts - row.seen
+    if unseen > 0:
+        return Text(str(unseen), style="bold red")
+    return Text(f"{row.alerts} ✓", style="dim") if row.alerts else "-"
 
 
 class HostTable(ScrollView, can_focus=True):
@@ -182,6 +197,8 @@ class HostTable(ScrollView, can_focus=True):
         else:
             style = {"active": "green", "failed": "bold red"}.get(status.active_state, "yellow")
             unit = Text(f"{status.active_state}/{status.sub_state}", style=style)
+        if row.looping:  # not the flicker between running and auto-restart
+            unit = Text("crash-loop", style="bold red")
         accept: Text | str = f"{row.accept_len:.2f}" if row.accept_len is not None else "-"
         tps: Text | str = f"{row.throughput:.0f}" if row.throughput is not None else "-"
         age: Text | str = "-" if row.age_s is None else age_text(row.age_s)
@@ -207,9 +224,10 @@ class HostTable(ScrollView, can_focus=True):
             accept,
             tps,
             age,
-            Text(str(row.alerts), style="bold red") if row.alerts else "-",
+            str(row.restarts) if row.restarts else "-",
+            _alerts(row),
         ]
-        if row.crashed:
+        if row.crashed or row.looping:
             alarm = self.get_component_rich_style("host-table--crashed", partial=True)
             cells = [Text(c.plain if isinstance(c, Text) else c, style=alarm) for c in cells]
         return cells
@@ -318,7 +336,26 @@ class HostTable(ScrollView, can_focus=True):
         row.alerts += crashed
         row.crashed = crashed
         self.refresh_host(name)
-        self.set_class(any(r.crashed for r in self.rows_by_name.values()), "-crashed")
+        self._alarm_border()
+
+    def _alarm_border(self) -> None:
+        rows = self.rows_by_name.values()
+        self.set_class(any(r.crashed or r.looping for r in rows), "-crashed")
+
+    def set_restarts(self, name: str, recent: int, looping: bool) -> None:
+        row = self.rows_by_name[name]
+        if (row.restarts, row.looping) == (recent, looping):
+            return
+        row.restarts, row.looping = recent, looping
+        self.refresh_host(name)
+        self._alarm_border()
+
+    def mark_seen(self) -> None:
+        """Every alert so far has been seen: the counts stop shouting."""
+        for name, row in self.rows_by_name.items():
+            if row.seen != row.alerts:
+                row.seen = row.alerts
+                self.refresh_host(name)
 
     # --- cursor ------------------------------------------------------------------------
 

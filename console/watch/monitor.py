@@ -32,6 +32,7 @@ from console.events import (
 )
 from console.profiles import FlagValue, Profile
 from console.watch.metrics import DEFAULT_MAXLEN, TEN_MINUTES, HostMetrics, SeriesSummary
+from console.watch.restarts import RestartSummary, RestartTracker
 from console.watch.sglang import DecodeBatch, PrefillBatch, ServerReady, parse_line
 from console.watch.signatures import CustomMetrics, crash_signature
 
@@ -75,6 +76,7 @@ class HostMonitor:
         self._flags: OrderedDict[str, dict[str, FlagValue]] = OrderedDict()
         self._clock_offset = 0.0
         self._newest = 0.0
+        self.restarts = RestartTracker()
         self._decodes: deque[float] = deque(maxlen=RHYTHM_LINES)
         """Host-clock times of this run's newest decode lines."""
         self._lock = threading.Lock()
@@ -84,7 +86,11 @@ class HostMonitor:
 
     def set_status(self, status: ServiceStatus) -> None:
         """Remember the flags of the invocation a status poll saw."""
-        if status.error is not None or not status.invocation_id or not status.flags:
+        if status.error is not None or not status.invocation_id:
+            return
+        with self._lock:
+            self.restarts.n_restarts(status.n_restarts, time.time())
+        if not status.flags:
             return
         flags = dict(status.flags)
         self._flags[status.invocation_id] = flags
@@ -113,6 +119,7 @@ class HostMonitor:
             invocation = record.invocation
             if invocation is not None and invocation != self.metrics.invocation_id:
                 previous = self.metrics.invocation_id
+                self.restarts.invocation(invocation, record.timestamp, first=previous is None)
                 self._decodes.clear()
                 self.metrics.new_invocation(
                     invocation, self._flags.get(invocation), now=record.timestamp
@@ -194,6 +201,10 @@ class HostMonitor:
             gaps = [b - a for a, b in itertools.pairwise(times) if b >= a]
             rhythm = statistics.median(gaps) if gaps else None
             return Freshness(max(0.0, self.now() - times[-1]), rhythm)
+
+    def restart_summary(self) -> RestartSummary:
+        with self._lock:
+            return self.restarts.summary(self.now())
 
     def summary(self, name: str) -> SeriesSummary:
         """Last minute, last ten minutes and this invocation of one series."""
