@@ -49,7 +49,7 @@ COLUMNS = (
     "restarts",
     "alerts",
 )
-DROP_ORDER = ("nvls", "topk", "graph", "budget", "unit", "#", "restarts", "age", "alerts")
+DROP_ORDER = ("nvls", "topk", "graph", "budget", "#", "restarts", "unit", "age", "alerts")
 """Columns given up, in this order, when the table is narrower than all of them: host,
 connection, health, accept and tok/s stay (at 80 columns they are what an operator reads)."""
 HEALTH_STYLE = {"ok": "green", "closed": "yellow"}
