@@ -50,7 +50,8 @@ from console.evidence.snapshot import run_snapshot
 from console.fleet import Fleet
 from console.profiles import FlagValue
 from console.settings import Settings, state_dir
-from console.state import write_atomic
+from console.state import load_last_good, write_atomic
+from console.tuning.flag_history import flag_history
 from console.tuning.plan import Plan, prepare
 from console.tuning.rollout import Rollout
 from console.watch.journal import LineFilter
@@ -617,7 +618,14 @@ class SpecopsApp(App[int]):
         async def planner(changes: dict[str, FlagValue]) -> Plan:
             return await self.engine.run(prepare(session, changes))
 
-        editor = FlagEditorScreen(session.profile, status.flags if status else {}, planner)
+        last_good = load_last_good(name)
+        crashed = [c.flags for c in self.fleet.monitors[name].crashes if c.flags]
+        history = flag_history(
+            session.profile.flags, last_good.values if last_good else None, crashed
+        )
+        editor = FlagEditorScreen(
+            session.profile, status.flags if status else {}, planner, history=history
+        )
         self.push_screen(editor, callback=self._flags_confirmed)
 
     async def action_quit(self) -> None:
