@@ -31,6 +31,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Header, Input
 from textual.worker import Worker, WorkerState
 
+from console.audit import action_record
 from console.engine import EngineThread
 from console.events import (
     CrashDetected,
@@ -672,7 +673,9 @@ class SpecopsApp(App[int]):
             except Exception as exc:  # a bug must reach the operator, never vanish
                 log.exception("%s: rollout crashed", host)
                 self.notify(f"{host}: rollout stopped: {exc}", severity="error", markup=False)
+                self._audit_action(plan, f"stopped: {exc}")
                 return
+            self._audit_action(plan, result.summary())
             self.notify(
                 outcome_text(result),
                 title="flag change",
@@ -688,6 +691,11 @@ class SpecopsApp(App[int]):
             exit_on_error=False,
             description=f"{host}: {plan.summary()}",
         )
+
+    def _audit_action(self, plan: Plan, outcome: str) -> None:
+        if self.fleet.on_action is not None:
+            entry = action_record(plan.host, "flags", plan.summary(), outcome, plan.dropin)
+            self.fleet.on_action(entry)
 
     @on(RolloutUpdated)
     def _rollout_event(self, message: RolloutUpdated) -> None:

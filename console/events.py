@@ -217,6 +217,11 @@ class RolloutFinished:
     def ok(self) -> bool:
         return self.outcome is RolloutOutcome.APPLIED
 
+    def summary(self) -> str:
+        """One line for the audit log: `rolled back: illegal_memory_access during …`."""
+        text = self.outcome.value + (f": {self.reason}" if self.reason else "")
+        return text + (f"; rollback: {self.rollback_error}" if self.rollback_error else "")
+
 
 RolloutEvent = RolloutProgress | RolloutJournal | RolloutFinished
 

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 
+from console.audit import ActionRecord
 from console.events import (
     CrashDetected,
     Event,
@@ -47,11 +48,14 @@ class Fleet:
         poll_s: float = 30.0,
         health_s: float = 5.0,
         on_command: Callable[[CommandRecord], None] | None = None,
+        on_action: Callable[[ActionRecord], None] | None = None,
     ) -> None:
         self.profiles = {p.name: p for p in profiles}
         self.follow = follow
         self.history = history
         self.poll_s = poll_s
+        self.on_action = on_action
+        """Where an operator action's own entry goes (intent, drop-in, outcome): the audit log."""
         self.health_s = health_s
         """How often each host's `/health` is asked (0: never)."""
         self.health: dict[str, str] = {}

@@ -20,6 +20,7 @@ from typing import Any
 
 from rich.markup import escape
 
+from console.audit import AuditLog, action_record
 from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -108,6 +109,12 @@ class ProgressPrinter:
         if self._status is not None:
             self._status.stop()
             self._status = None
+
+
+def _audit(plan: Plan, outcome: str) -> None:
+    """The action's own entry beside its commands: intent, drop-in, outcome."""
+    entry = action_record(plan.host, "set", plan.summary(), outcome, plan.dropin)
+    AuditLog().action(entry)
 
 
 def _say(text: str) -> None:
@@ -217,9 +224,11 @@ async def _set(session: HostSession, args: argparse.Namespace, changes: dict[str
                 f"specops: abandoned half way; check `specops status {profile.name}` and "
                 f"`specops flags {profile.name}`"
             )
+            _audit(plan, "abandoned half way (Ctrl-C twice)")
             return 130
         finally:
             printer.stop()
+    _audit(plan, result.summary())
     _report(result, plan)
     return EXIT_OK if result.ok else EXIT_FAILED
 

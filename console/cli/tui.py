@@ -23,7 +23,8 @@ def build_app(profiles: list[Profile], *, read_only: bool) -> SpecopsApp:
     from console.fleet import Fleet
 
     settings = load_settings()
-    fleet = Fleet(profiles, on_command=AuditLog().record)
+    audit = AuditLog()
+    fleet = Fleet(profiles, on_command=audit.record, on_action=audit.action)
     return SpecopsApp(fleet, read_only=read_only, settings=settings)
 
 

@@ -85,4 +85,7 @@ async def test_demo_flag_change_and_snapshot_leave_the_operators_dirs_untouched(
     assert saved["values"]["budget"] == 16
     audit = (demo_state_dir / "audit.jsonl").read_text().splitlines()
     assert any("systemctl restart" in line for line in audit)
+    (action,) = [json.loads(line) for line in audit if '"kind": "action"' in line]
+    assert action["intent"] == "budget 8 → 16, cuda_graph on → off"
+    assert action["outcome"] == "applied" and "--disable-cuda-graph" in action["dropin"]
     assert (demo_dir / "package" / "MANIFEST.sha256").is_file()
