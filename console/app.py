@@ -274,7 +274,10 @@ class SpecopsApp(App[int]):
     def action_help(self) -> None:
         if len(self.screen_stack) == 1:
             live = [active.binding for active in self.screen.active_bindings.values()]
-            self.push_screen(HelpScreen(_with_app_bindings(live, _bindings(self.BINDINGS))))
+            keys = _with_app_bindings(live, _bindings(self.BINDINGS))
+            hosts = {f"select_index({i})" for i in range(1, len(self.host_names) + 1)}
+            keys = [b for b in keys if not b.action.startswith("select_index") or b.action in hosts]
+            self.push_screen(HelpScreen(keys))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:  # type: ignore[type-arg]
         yield from super().get_system_commands(screen)
