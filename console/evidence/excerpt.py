@@ -22,7 +22,6 @@ from datetime import UTC, datetime
 from console.events import JournalEntry
 from console.watch.journal import LineFilter, assemble
 
-
 TRACEBACK = "Traceback (most recent call last)"
 
 
