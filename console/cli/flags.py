@@ -113,8 +113,8 @@ async def cmd_flags(args: argparse.Namespace) -> int:
         if name in good_values and good_values[name] != values.get(name):
             last = f"[yellow]{escape(last)}[/yellow]"
         target = spec.arg or f"${spec.env}"
-        if spec.inverted:
-            target = f"no {target}"
+        if spec.inverted:  # `off │ no --disable-cuda-graph` read as a contradiction
+            target = f"{target} when off"
         table.add_row(name, escape(value), last, escape(target), _type_text(spec), spec.help)
     out.print(table)
     if good is not None:

@@ -39,5 +39,8 @@ def test_status_reports_health_and_spells_switches_on_off(
         shown = capsys.readouterr().out
         assert "cuda_graph=on" in shown and "True" not in shown
         assert "503" in shown
+        assert main(["flags", "b300", "--profiles", profiles]) == 0
+        table = capsys.readouterr().out
+        assert "--disable-cuda-graph when off" in table and "no --disable" not in table
     finally:
         sim.stop()
