@@ -624,9 +624,10 @@ class SpecopsApp(App[int]):
 
         last_good = load_last_good(name)
         crashed = [c.flags for c in self.fleet.monitors[name].crashes if c.flags]
-        history = flag_history(
-            session.profile.flags, last_good.values if last_good else None, crashed
-        )
+        # Without a last good configuration, the values running now are the baseline: a
+        # value that crashed is one that differs from them (not every value of that run).
+        baseline = last_good.values if last_good else (status.flags if status else None)
+        history = flag_history(session.profile.flags, baseline, crashed, good=last_good is not None)
         editor = FlagEditorScreen(
             session.profile, status.flags if status else {}, planner, history=history
         )
