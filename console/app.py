@@ -32,10 +32,12 @@ from textual.widget import Widget
 from textual.widgets import Footer, Header, Input
 from textual.worker import Worker, WorkerState
 
+from console.audit import action_record
 from console.engine import EngineThread
 from console.events import (
     CrashDetected,
     Event,
+    HealthChecked,
     HostStateChanged,
     InvocationChanged,
     JournalBatch,
@@ -52,8 +54,9 @@ from console.evidence.snapshot import run_snapshot
 from console.fleet import Fleet
 from console.profiles import FlagValue
 from console.settings import Settings, state_dir
-from console.state import write_atomic
+from console.state import load_last_good, write_atomic
 from console.transport.ssh import RemoteError
+from console.tuning.flag_history import flag_history
 from console.tuning.plan import Plan, prepare
 from console.tuning.rollout import Rollout
 from console.watch.journal import LineFilter
@@ -70,6 +73,7 @@ from widgets.host_table import HostTable
 from widgets.journal_view import JournalView, PromptInput
 from widgets.messages import (
     CrashReceived,
+    HealthUpdated,
     HostStateUpdated,
     RunChanged,
     ServiceStatusUpdated,
@@ -97,6 +101,10 @@ METRICS_INTERVAL_S = 0.25
 """How often new numbers are drawn (chart, host table, stats): at most 4 layouts a second."""
 ALERTS_KEPT = 200
 ALERT_TIMEOUT_S = 30.0
+"""A crash loop notifies once per this many seconds per host and signature."""
+NOTIFY_TIMEOUT_S = 6.0
+"""How long a notification covers the journal: every crash stays listed under `A`, and a
+rollout's outcome stays on its screen and in the audit log."""
 GC_THRESHOLDS = (10_000, 50, 1000)
 MAX_INBOX_RECORDS = 20_000
 """Journal records waiting for the view beyond which the followers pause (back-pressure)."""
@@ -217,6 +225,7 @@ class SpecopsApp(App[int]):
             self._show_stats()
         self.set_interval(FLUSH_INTERVAL_S, self._flush_journal)
         self.set_interval(STATS_INTERVAL_S, self._show_stats)
+        self.set_interval(STATS_INTERVAL_S, self._draw_freshness)
         self.set_interval(METRICS_INTERVAL_S, self._draw_metrics)
         self.query_one(JournalView).focus()
 
@@ -264,6 +273,8 @@ class SpecopsApp(App[int]):
             self._metrics_due[event.host] = event  # drawn by the metrics timer
         elif isinstance(event, CrashDetected):
             self.post_message(CrashReceived(event))
+        elif isinstance(event, HealthChecked):
+            self.post_message(HealthUpdated(event))
         elif isinstance(event, InvocationChanged | ServiceReady):
             self.post_message(RunChanged(event))
 
@@ -272,7 +283,10 @@ class SpecopsApp(App[int]):
     def action_help(self) -> None:
         if len(self.screen_stack) == 1:
             live = [active.binding for active in self.screen.active_bindings.values()]
-            self.push_screen(HelpScreen(_with_app_bindings(live, _bindings(self.BINDINGS))))
+            keys = _with_app_bindings(live, _bindings(self.BINDINGS))
+            hosts = {f"select_index({i})" for i in range(1, len(self.host_names) + 1)}
+            keys = [b for b in keys if not b.action.startswith("select_index") or b.action in hosts]
+            self.push_screen(HelpScreen(keys))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:  # type: ignore[type-arg]
         yield from super().get_system_commands(screen)
@@ -480,6 +494,29 @@ class SpecopsApp(App[int]):
         # The stats panel (a table of windows over minutes) is redrawn by its 1 s timer:
         # drawing it at 4 Hz was the most expensive part of a busy frame.
 
+    @on(HealthUpdated)
+    def _health(self, message: HealthUpdated) -> None:
+        if table := self.main(HostTable):
+            table.set_health(message.event.host, message.event.health)
+
+    def _draw_freshness(self) -> None:
+        """Ages of the newest decode lines and restarts in the window (both change with time
+        alone, without any event), and which hosts are on screen: only their `/health` is
+        polled, so a 64-host fleet asks ~11 hosts."""
+        table = self.main(HostTable)
+        if table is None:
+            return
+        for name in self.host_names:
+            fresh = self.fleet.monitors[name].freshness()
+            if fresh is None:
+                table.set_freshness(name, None, False)
+            else:
+                table.set_freshness(name, fresh.age_s, fresh.stale)
+            restarts = self.fleet.monitors[name].restart_summary()
+            table.set_restarts(name, restarts.recent, restarts.looping)
+        visible = table.visible_names()
+        self.fleet.watched = visible.__contains__
+
     def _chart_values(self, host: str) -> list[float]:
         return self.fleet.monitors[host].recent("accept_len", newest=CHART_POINTS)
 
@@ -489,6 +526,9 @@ class SpecopsApp(App[int]):
         self.crashes.append(crash)
         if table := self.main(HostTable):
             table.set_crashed(crash.host, True)
+        view = self.main(JournalView)
+        if view is not None and crash.live:
+            view.note_crash()
         key = (crash.host, crash.signature)
         now = time.monotonic()
         # A crash loop (systemd restarting into the same crash) notifies once per timeout;
@@ -497,7 +537,7 @@ class SpecopsApp(App[int]):
             self._notified[key] = now
             title = f"crash on {crash.host}"
             text = alert_text(crash)
-            self.notify(text, title=title, severity="error", timeout=ALERT_TIMEOUT_S, markup=False)
+            self.notify(text, title=title, severity="error", timeout=NOTIFY_TIMEOUT_S, markup=False)
 
     @on(RunChanged)
     def _run_changed(self, message: RunChanged) -> None:
@@ -537,13 +577,15 @@ class SpecopsApp(App[int]):
     def action_search(self) -> None:
         view, prompt = self.main(JournalView), self.main(PromptInput, "#search")
         if view is not None and prompt is not None and self.screen is self.screen_stack[0]:
-            prompt.open(view.search_term or "")
+            prompt.open()  # empty: enter ends the search; `n`/`N` repeat the current one
 
     def action_search_next(self, older: bool) -> None:
         if view := self.main(JournalView):
             view.search_next(older)
 
     def action_show_alerts(self) -> None:
+        if table := self.main(HostTable):
+            table.mark_seen()  # the operator is looking at them now
         if not isinstance(self.screen, AlertsScreen):
             self.push_screen(AlertsScreen(self.crashes))
 
@@ -634,7 +676,15 @@ class SpecopsApp(App[int]):
         async def planner(changes: dict[str, FlagValue]) -> Plan:
             return await self.engine.run(prepare(session, changes))
 
-        editor = FlagEditorScreen(session.profile, status.flags if status else {}, planner)
+        last_good = load_last_good(name)
+        crashed = [c.flags for c in self.fleet.monitors[name].crashes if c.flags]
+        # Without a last good configuration, the values running now are the baseline: a
+        # value that crashed is one that differs from them (not every value of that run).
+        baseline = last_good.values if last_good else (status.flags if status else None)
+        history = flag_history(session.profile.flags, baseline, crashed, good=last_good is not None)
+        editor = FlagEditorScreen(
+            session.profile, status.flags if status else {}, planner, history=history
+        )
         self.push_screen(editor, callback=self._flags_confirmed)
 
     async def action_quit(self) -> None:
@@ -687,12 +737,14 @@ class SpecopsApp(App[int]):
             except Exception as exc:  # a bug must reach the operator, never vanish
                 log.exception("%s: rollout crashed", host)
                 self.notify(f"{host}: rollout stopped: {exc}", severity="error", markup=False)
+                self._audit_action(plan, f"stopped: {exc}")
                 return
+            self._audit_action(plan, result.summary())
             self.notify(
                 outcome_text(result),
                 title="flag change",
                 severity=OUTCOME_SEVERITY[result.outcome],
-                timeout=30,
+                timeout=NOTIFY_TIMEOUT_S,
                 markup=False,
             )
             self.engine.call(self.fleet.refresh_status, host)
@@ -710,6 +762,11 @@ class SpecopsApp(App[int]):
             exit_on_error=False,
             description=f"{host}: {plan.summary()}",
         )
+
+    def _audit_action(self, plan: Plan, outcome: str) -> None:
+        if self.fleet.on_action is not None:
+            entry = action_record(plan.host, "flags", plan.summary(), outcome, plan.dropin)
+            self.fleet.on_action(entry)
 
     @on(RolloutUpdated)
     def _rollout_event(self, message: RolloutUpdated) -> None:

@@ -131,6 +131,15 @@ class ServiceReady:
     timestamp: float
 
 
+@dataclass(frozen=True)
+class HealthChecked:
+    """The server's `/health` answer changed (`ok`, `503`, `timeout`, `closed`, …)."""
+
+    host: str
+    health: str
+    timestamp: float
+
+
 MonitorEvent = MetricsUpdated | CrashDetected | InvocationChanged | ServiceReady
 
 
@@ -226,6 +235,11 @@ class RolloutFinished:
     def ok(self) -> bool:
         return self.outcome is RolloutOutcome.APPLIED
 
+    def summary(self) -> str:
+        """One line for the audit log: `rolled back: illegal_memory_access during …`."""
+        text = self.outcome.value + (f": {self.reason}" if self.reason else "")
+        return text + (f"; rollback: {self.rollback_error}" if self.rollback_error else "")
+
 
 RolloutEvent = RolloutProgress | RolloutJournal | RolloutFinished
 
@@ -258,6 +272,6 @@ class SnapshotProgress:
     """The package path being written, or the error when `stage` is FAILED."""
 
 
-Event = HostStateChanged | JournalBatch | ServiceStatus | MonitorEvent
+Event = HostStateChanged | JournalBatch | ServiceStatus | MonitorEvent | HealthChecked
 """What the fleet emits to its listeners. Actions report through their own callbacks: a
 rollout's `RolloutEvent`s and a snapshot's `SnapshotProgress` go to whoever started them."""

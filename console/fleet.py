@@ -9,11 +9,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 
+from console.audit import ActionRecord
 from console.events import (
     CrashDetected,
     Event,
+    HealthChecked,
     HostStateChanged,
     JournalBatch,
     JournalEntry,
@@ -22,6 +25,7 @@ from console.events import (
 from console.profiles import Profile
 from console.service.status import read_status
 from console.transport.ssh import CommandRecord, ConnState, HostSession, HostState, RemoteError
+from console.watch.health import probe_health
 from console.watch.journal import JournalFollower
 from console.watch.monitor import HostMonitor
 
@@ -42,12 +46,21 @@ class Fleet:
         follow: bool = True,
         history: int = 200,
         poll_s: float = 30.0,
+        health_s: float = 5.0,
         on_command: Callable[[CommandRecord], None] | None = None,
+        on_action: Callable[[ActionRecord], None] | None = None,
     ) -> None:
         self.profiles = {p.name: p for p in profiles}
         self.follow = follow
         self.history = history
         self.poll_s = poll_s
+        self.on_action = on_action
+        """Where an operator action's own entry goes (intent, drop-in, outcome): the audit log."""
+        self.health_s = health_s
+        """How often each host's `/health` is asked (0: never)."""
+        self.health: dict[str, str] = {}
+        self.watched: Callable[[str], bool] | None = None
+        """Hosts whose health is polled (the app: the rows on screen); None polls all."""
         self._listeners: list[Listener] = []
         self.sessions: dict[str, HostSession] = {
             name: HostSession(p, on_state=self._state_changed, on_command=on_command)
@@ -98,6 +111,9 @@ class Fleet:
             self._dirty[name] = asyncio.Event()
             session.start()
             self._tasks.append(asyncio.create_task(self._poll(name), name=f"status:{name}"))
+            if self.health_s > 0:
+                task = asyncio.create_task(self._poll_health(name), name=f"health:{name}")
+                self._tasks.append(task)
             if self.follow:
                 follower = JournalFollower(
                     session,
@@ -178,6 +194,18 @@ class Fleet:
                     await dirty.wait()
             dirty.clear()
             await asyncio.sleep(0.2)  # coalesce a burst of systemd lines into one read
+
+    async def _poll_health(self, name: str) -> None:
+        """`/health` every `health_s` while connected and on screen; an event when it changes."""
+        session = self.sessions[name]
+        while True:
+            await session.wait_connected()
+            if self.watched is None or self.watched(name):
+                health = await probe_health(session, timeout=min(3.0, self.health_s))
+                if health != self.health.get(name):
+                    self.health[name] = health
+                    self.emit(HealthChecked(name, health, time.time()))
+            await asyncio.sleep(self.health_s)
 
     def _remember(self, status: ServiceStatus) -> None:
         previous = self.status.get(status.host)

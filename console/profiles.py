@@ -152,6 +152,16 @@ class FlagSpec(_Strict):
     secret: bool = False
     """Its value is a secret: shown as `***` in the package and the audit log."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _counts_start_at_one(cls, data: Any) -> Any:
+        """An int flag without a `min` is a count (budget, top-k, max running, window):
+        `budget=-1` must be refused before it reaches a host. `min = 0` (or lower) says
+        otherwise."""
+        if isinstance(data, dict) and data.get("type") == "int" and data.get("min") is None:
+            return {**data, "min": 1}
+        return data
+
     @field_validator("arg")
     @classmethod
     def _arg(cls, value: str | None) -> str | None:

@@ -27,8 +27,15 @@ def config_dir() -> Path:
     return Path(base) / "specops"
 
 
+STATE_DIR_ENV = "SPECOPS_STATE_DIR"
+"""Names a state directory to use instead of the user's (`specops demo` keeps its own)."""
+
+
 def state_dir() -> Path:
-    """Where specops keeps what it learns (audit log, last good configurations)."""
+    """Where specops keeps what it learns (audit log, last good configurations, saved views)."""
+    override = os.environ.get(STATE_DIR_ENV)
+    if override:
+        return Path(override)
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "specops"
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -48,6 +50,7 @@ class AlertsScreen(ModalScreen[None]):
     }
     AlertsScreen DataTable { height: auto; max-height: 30; }
     AlertsScreen .hint { color: $text-muted; }
+    AlertsScreen #alert-detail { height: auto; padding: 1 0 0 0; }
     """
     BINDINGS = [Binding("escape,A,q", "dismiss", "Close", id="alerts-close")]
 
@@ -72,4 +75,21 @@ class AlertsScreen(ModalScreen[None]):
                     crash.line[:160],
                 )
             yield table
+            # The highlighted alert in full, wrapped: on 80 columns the flags column ends
+            # after its first words (`budget=3` for budget=32).
+            yield Static("", id="alert-detail")
             yield Static("escape: close", classes="hint")
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).focus()
+        if self.crashes:
+            self._detail(0)
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self, message: DataTable.RowHighlighted) -> None:
+        self._detail(message.cursor_row)
+
+    def _detail(self, row: int) -> None:
+        if 0 <= row < len(self.crashes):
+            text = alert_text(self.crashes[row])
+            self.query_one("#alert-detail", Static).update(Text(text))

@@ -1,4 +1,8 @@
-"""`L`: the remote actions specops took (the audit log), newest last."""
+"""`L`: the remote actions specops took (the audit log), newest last.
+
+Actions (a flag change: intent and outcome) and the commands that changed or read
+something; status polls are left out as in `specops audit` (`--all` shows them there).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-from console.audit import AuditLog, AuditRecord
+from console.audit import ActionRecord, AuditLog, AuditRecord, is_poll
 
 SHOWN = 500
 
@@ -29,7 +33,10 @@ class AuditScreen(ModalScreen[None]):
     def __init__(self, log: AuditLog | None = None) -> None:
         super().__init__()
         self.audit = log or AuditLog()
-        self.records: deque[AuditRecord] = deque(self.audit.read(), maxlen=SHOWN)
+        entries = (
+            e for e in self.audit.entries() if isinstance(e, ActionRecord) or not is_poll(e.command)
+        )
+        self.records: deque[AuditRecord | ActionRecord] = deque(entries, maxlen=SHOWN)
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -40,6 +47,10 @@ class AuditScreen(ModalScreen[None]):
             table: DataTable[str] = DataTable(cursor_type="row", zebra_stripes=True)
             table.add_columns("time (UTC)", "host", "exit", "seconds", "command")
             for r in self.records:
+                if isinstance(r, ActionRecord):
+                    when = r.time.replace("T", " ")[:23]
+                    table.add_row(when, r.host, r.action, "", f"{r.intent} → {r.outcome}")
+                    continue
                 exit_text = "lost" if r.exit is None else str(r.exit)
                 table.add_row(
                     r.time.replace("T", " ")[:23],

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from rich.text import Text
 from textual import on, work
+from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -64,6 +65,10 @@ class FlagEditorScreen(ModalScreen["Plan | None"]):
     FlagEditorScreen .hint { color: $text-muted; }
     """
     BINDINGS = [
+        # A priority binding: keys typed right after enter (tmux delivers them in one read)
+        # reach the value field only if it has focus before they are dispatched; from the
+        # table's own RowSelected message that came one message too late (`16` became `1`).
+        Binding("enter", "edit_selected", "Edit", id="flags-edit-value", priority=True),
         Binding("escape", "back", "Back", id="flags-back"),
         Binding("space", "toggle_switch", "Toggle", id="flags-toggle"),
         Binding("x", "revert", "Revert", id="flags-revert"),
@@ -71,9 +76,17 @@ class FlagEditorScreen(ModalScreen["Plan | None"]):
         Binding("y", "apply", "Apply", id="flags-apply"),
     ]
 
-    def __init__(self, profile: Profile, values: Mapping[str, FlagValue], planner: Planner) -> None:
+    def __init__(
+        self,
+        profile: Profile,
+        values: Mapping[str, FlagValue],
+        planner: Planner,
+        history: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__()
         self.profile = profile
+        self.history = dict(history or {})
+        """Per flag: `good 8 · crashed 16` (console/tuning/flag_history.py)."""
         self.current = dict(values)
         self.pending: dict[str, FlagValue] = {}
         self.plan: Plan | None = None
@@ -96,12 +109,12 @@ class FlagEditorScreen(ModalScreen["Plan | None"]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for column in ("flag", "current", "new", "type", "help"):
+        for column in ("flag", "current", "new", "history", "type", "help"):
             table.add_column(column, key=column)
         for name, spec in self.profile.flags.items():
-            table.add_row(
-                name, format_value(self.current.get(name)), "", spec.type, spec.help, key=name
-            )
+            current = format_value(self.current.get(name))
+            history = self.history.get(name, "")
+            table.add_row(name, current, "", history, spec.type, spec.help, key=name)
         table.focus()
 
     # --- state -------------------------------------------------------------------------
@@ -126,7 +139,7 @@ class FlagEditorScreen(ModalScreen["Plan | None"]):
         else:
             self.pending[name] = value
         shown = format_value(value) if name in self.pending else ""
-        self.query_one(DataTable).update_cell(name, "new", shown)
+        self.query_one(DataTable).update_cell(name, "new", shown, update_width=True)
         self._leave_review()
 
     def _leave_review(self) -> None:
@@ -136,9 +149,23 @@ class FlagEditorScreen(ModalScreen["Plan | None"]):
 
     # --- editing -----------------------------------------------------------------------
 
+    def action_edit_selected(self) -> None:
+        name = self.selected
+        if (
+            name is None
+            or self._editing is not None
+            or self.focused is not self.query_one(DataTable)
+        ):
+            raise SkipAction()  # the value field's own enter (submit), or nothing to edit
+        self._edit(name)
+
     @on(DataTable.RowSelected)
     def _row_selected(self, message: DataTable.RowSelected) -> None:
         name = str(message.row_key.value)
+        if self._editing != name:  # a click: enter was handled by the binding already
+            self._edit(name)
+
+    def _edit(self, name: str) -> None:
         self._editing = name
         value = self.pending.get(name, self.current.get(name))
         field = self.query_one(Input)
@@ -147,7 +174,7 @@ class FlagEditorScreen(ModalScreen["Plan | None"]):
         self.add_class("-editing")
         self._error("")
         self._hint(HINT_EDIT)
-        field.focus()
+        self.set_focus(field)  # now, not after the keys already on their way
 
     @on(Input.Submitted)
     def _submitted(self, message: Input.Submitted) -> None:
@@ -210,7 +237,8 @@ class FlagEditorScreen(ModalScreen["Plan | None"]):
         for name, value in plan.old_values.items():  # fresh from the unit just read
             if name in self.profile.flags:
                 self.current[name] = value
-                self.query_one(DataTable).update_cell(name, "current", format_value(value))
+                table = self.query_one(DataTable)
+                table.update_cell(name, "current", format_value(value), update_width=True)
         if not plan.changed:
             self._hint(HINT_TABLE)
             self._error(f"no change: {plan.summary()}")

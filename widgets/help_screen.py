@@ -21,7 +21,7 @@ def binding_rows(bindings: Iterable[Binding]) -> list[tuple[str, str, str]]:
         key = (b.action, b.description)
         if key in rows:
             old = rows[key]
-            rows[key] = (f"{old[0]}, {keys}", old[1], old[2])
+            rows[key] = (f"{old[0]}, {keys}", old[1], old[2] or b.id or "")
         else:
             rows[key] = (keys, b.description, b.id or "")
     # specops' own actions (they have ids) before the widgets' scrolling keys.
@@ -55,5 +55,7 @@ class HelpScreen(ModalScreen[None]):
                 table.add_row(*row)
             yield table
             yield Static(
-                "ctrl+p: command palette with every action · escape: close", classes="hint"
+                "left/right (or shift+wheel) scroll long journal lines sideways · "
+                "ctrl+p: command palette with every action · escape: close",
+                classes="hint",
             )

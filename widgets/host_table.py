@@ -37,6 +37,7 @@ COLUMNS = (
     "#",
     "host",
     "connection",
+    "health",
     "unit",
     "budget",
     "topk",
@@ -44,8 +45,25 @@ COLUMNS = (
     "nvls",
     "accept",
     "tok/s",
+    "age",
+    "restarts",
     "alerts",
 )
+DROP_ORDER = ("nvls", "topk", "graph", "budget", "#", "restarts", "unit", "age", "alerts")
+"""Columns given up, in this order, when the table is narrower than all of them: host,
+connection, health, accept and tok/s stay (at 80 columns they are what an operator reads)."""
+HEALTH_STYLE = {"ok": "green", "closed": "yellow"}
+"""Any other answer (`503`, `timeout`, `error`, `unreachable`) is drawn in red."""
+
+
+def age_text(seconds: float) -> str:
+    """`4s`, `2m05`, `3h12`: the age of the newest decode line, short enough for a column."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}"
+    return f"{s // 3600}h{s // 60 % 60:02d}"
 
 
 @dataclass
@@ -58,10 +76,22 @@ class HostRow:
     throughput: float | None = None
     graph: bool | None = None
     """CUDA-graph state of the newest decode batch (None: no decode line yet this run)."""
+    health: str | None = None
+    """The server's `/health` answer (`ok`, `503`, `timeout`, `closed`, …); None: not asked."""
+    age_s: float | None = None
+    """Age of this run's newest decode line; None before its first one."""
+    stale: bool = False
+    """No decode line for longer than the host's own rhythm allows: the numbers are old."""
     crashed: bool = False
     """A crash signature was seen and no later run has logged ready yet."""
     alerts: int = 0
     """Crash alerts for this host since the console started (the list is `A`)."""
+    seen: int = 0
+    """Alerts the operator has seen (opening the list with `A` marks them all)."""
+    restarts: int = 0
+    """Restarts within the last ten minutes (console/watch/restarts.py)."""
+    looping: bool = False
+    """Crash-looping: shown as such, in red, until the host has stayed up a while."""
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -71,6 +101,14 @@ def _flag(value: FlagValue) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     return str(value)
+
+
+def _alerts(row: HostRow) -> Text | str:
+    """Unseen alerts in red; once seen (`A`), the total with a tick, dimmed."""
+    unseen = row.alerts - row.seen
+    if unseen > 0:
+        return Text(str(unseen), style="bold red")
+    return Text(f"{row.alerts} ✓", style="dim") if row.alerts else "-"
 
 
 class HostTable(ScrollView, can_focus=True):
@@ -87,6 +125,7 @@ class HostTable(ScrollView, can_focus=True):
         "host-table--cursor",
         "host-table--even-row",
         "host-table--crashed",
+        "host-table--stale",
     }
     DEFAULT_CSS = """
     HostTable { height: auto; max-height: 12; background: $surface; color: $foreground; }
@@ -104,6 +143,7 @@ class HostTable(ScrollView, can_focus=True):
         text-style: $block-cursor-text-style;
     }
     HostTable > .host-table--crashed { color: $error; text-style: bold; }
+    HostTable > .host-table--stale { color: $text-disabled; }
     HostTable.-crashed { border: round $error; }
     """
 
@@ -128,6 +168,8 @@ class HostTable(ScrollView, can_focus=True):
         self._cells_by_name: dict[str, list[Text | str]] = {}
         self._versions = dict.fromkeys(names, 0)
         self._widths = [cell_len(c) for c in COLUMNS]
+        self._shown = list(range(len(COLUMNS)))
+        """Indexes of the columns that fit the table's width (see DROP_ORDER)."""
         self._strips: dict[str, tuple[tuple[object, ...], Strip]] = {}
         """Each row's rendered strip and what it was rendered with."""
 
@@ -155,14 +197,25 @@ class HostTable(ScrollView, can_focus=True):
         else:
             style = {"active": "green", "failed": "bold red"}.get(status.active_state, "yellow")
             unit = Text(f"{status.active_state}/{status.sub_state}", style=style)
-        accept = f"{row.accept_len:.2f}" if row.accept_len is not None else "-"
-        tps = f"{row.throughput:.0f}" if row.throughput is not None else "-"
+        if row.looping:  # not the flicker between running and auto-restart
+            unit = Text("crash-loop", style="bold red")
+        accept: Text | str = f"{row.accept_len:.2f}" if row.accept_len is not None else "-"
+        tps: Text | str = f"{row.throughput:.0f}" if row.throughput is not None else "-"
+        age: Text | str = "-" if row.age_s is None else age_text(row.age_s)
+        if row.stale:  # the numbers of a run that stopped logging: never shown as live
+            old = self.get_component_rich_style("host-table--stale", partial=True)
+            accept, tps = Text(str(accept), style=old), Text(str(tps), style=old)
+            age = Text(str(age), style="bold yellow")
+        health: Text | str = "-"
+        if row.health is not None:
+            health = Text(row.health, style=HEALTH_STYLE.get(row.health, "bold red"))
         # What the server did beats what the flags asked for (graphs can silently fall back).
         graph = row.graph if row.graph is not None else flags.get("cuda_graph")
         cells: list[Text | str] = [
             str(row.index),
             row.name,
             conn,
+            health,
             unit,
             _flag(flags.get("budget")),
             _flag(flags.get("topk")),
@@ -170,9 +223,11 @@ class HostTable(ScrollView, can_focus=True):
             _flag(flags.get("nvls")),
             accept,
             tps,
-            Text(str(row.alerts), style="bold red") if row.alerts else "-",
+            age,
+            str(row.restarts) if row.restarts else "-",
+            _alerts(row),
         ]
-        if row.crashed:
+        if row.crashed or row.looping:
             alarm = self.get_component_rich_style("host-table--crashed", partial=True)
             cells = [Text(c.plain if isinstance(c, Text) else c, style=alarm) for c in cells]
         return cells
@@ -192,9 +247,29 @@ class HostTable(ScrollView, can_focus=True):
 
     def _resize(self) -> None:
         self._strips.clear()
-        width = sum(self._widths) + 2 * len(self._widths)
+        self._shown = self._fitting(self.size.width)
+        width = sum(self._widths[i] + 2 for i in self._shown)
         self.virtual_size = Size(width, len(self.names) + 1)
         self.refresh()
+
+    def _fitting(self, available: int) -> list[int]:
+        """The columns to draw in `available` cells (all of them before the first layout)."""
+        shown = list(range(len(COLUMNS)))
+        if available <= 0:
+            return shown
+        for name in DROP_ORDER:
+            if sum(self._widths[i] + 2 for i in shown) <= available:
+                break
+            shown.remove(COLUMNS.index(name))
+        return shown
+
+    @property
+    def shown_columns(self) -> list[str]:
+        return [COLUMNS[i] for i in self._shown]
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self._fitting(event.size.width) != self._shown:
+            self._resize()
 
     def refresh_host(self, name: str) -> None:
         if self._set_cells(name):
@@ -229,10 +304,31 @@ class HostTable(ScrollView, can_focus=True):
         row.graph = graph if graph is not None else row.graph
         self.refresh_host(name)
 
+    def set_health(self, name: str, health: str) -> None:
+        self.rows_by_name[name].health = health
+        self.refresh_host(name)
+
+    def set_freshness(self, name: str, age_s: float | None, stale: bool) -> None:
+        """The age of the newest decode line, redrawn only when its text or state changes."""
+        row = self.rows_by_name[name]
+        shown = None if row.age_s is None else age_text(row.age_s)
+        if (shown, row.stale) == (None if age_s is None else age_text(age_s), stale):
+            row.age_s = age_s
+            return
+        row.age_s, row.stale = age_s, stale
+        self.refresh_host(name)
+
+    def visible_names(self) -> frozenset[str]:
+        """The hosts whose rows are on screen now."""
+        top = self.scroll_offset.y
+        rows = max(1, self.size.height - 1)
+        return frozenset(self.names[top : top + rows])
+
     def new_run(self, name: str) -> None:
         """The service restarted: the live numbers belong to the previous run."""
         row = self.rows_by_name[name]
-        row.accept_len = row.throughput = row.graph = None
+        row.accept_len = row.throughput = row.graph = row.age_s = None
+        row.stale = False
         self.refresh_host(name)
 
     def set_crashed(self, name: str, crashed: bool) -> None:
@@ -240,7 +336,26 @@ class HostTable(ScrollView, can_focus=True):
         row.alerts += crashed
         row.crashed = crashed
         self.refresh_host(name)
-        self.set_class(any(r.crashed for r in self.rows_by_name.values()), "-crashed")
+        self._alarm_border()
+
+    def _alarm_border(self) -> None:
+        rows = self.rows_by_name.values()
+        self.set_class(any(r.crashed or r.looping for r in rows), "-crashed")
+
+    def set_restarts(self, name: str, recent: int, looping: bool) -> None:
+        row = self.rows_by_name[name]
+        if (row.restarts, row.looping) == (recent, looping):
+            return
+        row.restarts, row.looping = recent, looping
+        self.refresh_host(name)
+        self._alarm_border()
+
+    def mark_seen(self) -> None:
+        """Every alert so far has been seen: the counts stop shouting."""
+        for name, row in self.rows_by_name.items():
+            if row.seen != row.alerts:
+                row.seen = row.alerts
+                self.refresh_host(name)
 
     # --- cursor ------------------------------------------------------------------------
 
@@ -281,7 +396,8 @@ class HostTable(ScrollView, can_focus=True):
 
     def _line(self, cells: list[Text | str] | tuple[str, ...], base: Style) -> Strip:
         text = Text(no_wrap=True, end="")
-        for cell, width in zip(cells, self._widths, strict=True):
+        for i in self._shown:
+            cell, width = cells[i], self._widths[i]
             text.append(" ")
             if isinstance(cell, Text):
                 text.append_text(cell)

@@ -32,10 +32,33 @@ MAX_LINE = 2000
 SHOW_ALL = LineFilter()
 
 
+_BATCH = re.compile(r"^(?P<head>.*?\b(?:Decode|Prefill) batch), (?P<fields>.*)$")
+_FIRST = ("accept len", "gen throughput", "input throughput")
+"""A batch line's fields an operator reads first, in this order."""
+
+
+def numbers_first(message: str) -> str:
+    """A decode/prefill line with accept len and throughput moved to the front.
+
+    SGLang logs them after the request counts, so on an 80-column terminal the line ended
+    before `accept len`; every field stays, word for word (searches still find them).
+    """
+    match = _BATCH.match(message)
+    if match is None:
+        return message
+    fields = [f for f in match["fields"].split(", ") if f]
+    first = [f for name in _FIRST for f in fields if f.startswith(name)]
+    if not first:
+        return message
+    rest = [f for f in fields if f not in first]
+    return f"{match['head']}, {', '.join(first + rest)}"
+
+
 def display_line(message: str) -> str:
-    """One screen line: the last tqdm segment of `\\r` text, absurd lengths cut."""
+    """One screen line: the last tqdm segment of `\\r` text, numbers first, absurd lengths cut."""
     if "\r" in message:
         message = message.rstrip("\r").rsplit("\r", 1)[-1]
+    message = numbers_first(message)
     if len(message) > MAX_LINE:
         message = message[:MAX_LINE] + " …"
     return message
@@ -118,6 +141,18 @@ class JournalView(LineLog):
         self._fresh = 0
         """Lines added to `_pending` since the last flush."""
         self._host_width = 0
+        self._following = True
+        """The view was at its end when last scrolled: it keeps the tail through resizes (a
+        panel opening took rows) and only the operator's own scroll or `p` pauses it."""
+        self.crashes_while_paused = 0
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._following = self.is_vertical_scroll_end
+
+    def on_resize(self) -> None:
+        if self._following and not self.user_paused:
+            self.scroll_end(animate=False, immediate=True)
 
     def watch_virtual_size(self, size: Size) -> None:
         bars = (self.show_vertical_scrollbar, self.show_horizontal_scrollbar)
@@ -157,7 +192,13 @@ class JournalView(LineLog):
 
     @property
     def paused(self) -> bool:
-        return self.user_paused or not self.is_vertical_scroll_end
+        return self.user_paused or not self._following
+
+    def note_crash(self) -> None:
+        """A crash line arrived while paused: the subtitle says so until the tail resumes."""
+        if self.paused:
+            self.crashes_while_paused += 1
+            self._update_subtitle()
 
     # --- data in -----------------------------------------------------------------------
 
@@ -190,7 +231,10 @@ class JournalView(LineLog):
             return
         self._fresh = 0
         pending, self._pending = self._pending[-self.buffer_lines :], []
+        at_end = self.is_vertical_scroll_end
         self.write_lines(pending)
+        if not at_end:  # following, but the view lost rows since its last scroll
+            self.scroll_end(animate=False, immediate=True)
         if self.pending_lines:
             self.pending_lines = 0
             self._update_subtitle()
@@ -255,9 +299,10 @@ class JournalView(LineLog):
     def resume(self) -> None:
         """Back to the tail: write what arrived meanwhile and follow again."""
         self.user_paused = False
+        self._following = True
         self.scroll_end(animate=False, immediate=True)
         self.flush()
-        self.pending_lines = 0
+        self.pending_lines = self.crashes_while_paused = 0
         self._update_subtitle()
 
     def action_scroll_end(self) -> None:
@@ -269,6 +314,8 @@ class JournalView(LineLog):
         if self.search_term is None:
             self.highlight = False
             self.search_matches, self.search_index = [], -1
+            if self.paused:
+                self.resume()  # the search is over: back to the tail it paused
         else:
             style = self.get_component_rich_style("journal-view--match")
             self.highlighter = _MatchHighlighter(self.search_term, style)
@@ -343,7 +390,11 @@ class JournalView(LineLog):
             at = f"{self.search_index + 1}/{found}" if found else "no match"
             parts.append(f"search {self.search_term!r}: {at}")
         if self.paused:
-            parts.append(f"paused · {self.pending_lines} new lines · G resumes")
+            crashes = self.crashes_while_paused
+            crashed = (
+                f" · {crashes} crash{'es' if crashes > 1 else ''} (A lists)" if crashes else ""
+            )
+            parts.append(f"paused · {self.pending_lines} new lines{crashed} · G or p resumes")
         self.border_subtitle = " · ".join(parts)
         self.border_title = "journal · " + ("all hosts" if self.merged else (self.host or "-"))
         self.set_class(self.paused, "-paused")

@@ -10,6 +10,7 @@ from textual.message import Message
 
 from console.events import (
     CrashDetected,
+    HealthChecked,
     HostStateChanged,
     InvocationChanged,
     ServiceReady,
@@ -27,6 +28,12 @@ class HostStateUpdated(Message):
 
 class ServiceStatusUpdated(Message):
     def __init__(self, event: ServiceStatus) -> None:
+        super().__init__()
+        self.event = event
+
+
+class HealthUpdated(Message):
+    def __init__(self, event: HealthChecked) -> None:
         super().__init__()
         self.event = event
 

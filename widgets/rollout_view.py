@@ -65,7 +65,13 @@ def outcome_text(result: RolloutFinished) -> str:
 
 
 class RolloutScreen(Screen[None]):
+    # Below 120 columns the steps take the whole width (their details read "healthy afte"
+    # beside the journal at 80) and the journal goes under them.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     DEFAULT_CSS = """
+    RolloutScreen.-narrow > Horizontal { layout: vertical; }
+    RolloutScreen.-narrow #rollout-steps { width: 1fr; height: auto; max-height: 60%; }
+    RolloutScreen.-narrow #rollout-steps DataTable { height: auto; }
     RolloutScreen #rollout-title { height: auto; padding: 0 1; }
     RolloutScreen #rollout-steps { width: 1fr; height: 1fr; border: round $primary-background; }
     RolloutScreen #rollout-journal { width: 1fr; height: 1fr; border: round $primary-background; }

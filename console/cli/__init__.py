@@ -13,6 +13,8 @@ Exit status (contract): 0 success; 1 the action failed; 2 bad usage or bad profi
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
@@ -33,7 +35,7 @@ from console.cli import (
     verify,
 )
 from console.cli import set as set_
-from console.cli.common import EXIT_USAGE, UsageError, err, load_profiles
+from console.cli.common import EXIT_OK, EXIT_USAGE, UsageError, err, load_profiles
 from console.cli.tui import run_tui
 from console.profiles import ProfileError
 
@@ -106,3 +108,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_went_away()
+
+
+def _reader_went_away() -> int:
+    """`specops audit --json | head -3`: the reader has what it wanted; that is success.
+
+    stdout is pointed at /dev/null so the interpreter's final flush cannot raise again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_OK

@@ -1,5 +1,9 @@
 """`specops demo`: the TUI over an embedded simulated fleet, or that fleet headless (`--serve`).
 
+The demo never touches the operator's own files: its fleet, its state (audit log, last good
+configurations, saved views) and its reproduction package all live in one demo directory,
+kept on quit (the path is printed) unless `--discard` is given. Demo host names reuse the
+shipped profiles' names (`b300`, …), which is safe only because the state is the demo's own.
 The simulator and the app are imported when the command runs, never when the CLI loads.
 """
 
@@ -7,13 +11,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
+import shutil
 import signal
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from console.cli.common import EXIT_OK, UsageError, out, require_terminal
 from console.cli.tui import run_tui
+from console.settings import STATE_DIR_ENV
 
 if TYPE_CHECKING:
     from console.sim.sglang import Timing
@@ -28,6 +37,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="X",
         help="every host runs this SGLang release (default: the hosts mix releases)",
     )
+    demo.add_argument(
+        "--dir", metavar="DIR", help="the demo's own directory (default: a new one in /tmp)"
+    )
+    demo.add_argument("--discard", action="store_true", help="remove the demo directory on quit")
     demo.add_argument("--load-delay", type=float, default=4.0, help=argparse.SUPPRESS)
     demo.add_argument("--decode-interval", type=float, default=1.0, help=argparse.SUPPRESS)
 
@@ -71,6 +84,22 @@ async def serve_demo(
     return EXIT_OK
 
 
+@contextlib.contextmanager
+def demo_state(directory: Path) -> Iterator[Path]:
+    """Point specops's state (audit log, last good, saved views) at `directory/state`."""
+    state = directory / "state"
+    state.mkdir(parents=True, exist_ok=True, mode=0o700)
+    before = os.environ.get(STATE_DIR_ENV)
+    os.environ[STATE_DIR_ENV] = str(state)
+    try:
+        yield state
+    finally:
+        if before is None:
+            os.environ.pop(STATE_DIR_ENV, None)
+        else:
+            os.environ[STATE_DIR_ENV] = before
+
+
 def run_demo(args: argparse.Namespace) -> int:
     from console.sim.fleet import SimFleet, ThreadedSimFleet
     from console.sim.sglang import Timing
@@ -80,11 +109,23 @@ def run_demo(args: argparse.Namespace) -> int:
     if args.serve:
         return asyncio.run(serve_demo(Path(args.serve), args.hosts, timing, versions))
     require_terminal()
-    with tempfile.TemporaryDirectory(prefix="specops-demo-") as tmp:
-        fleet = SimFleet(Path(tmp), hosts=args.hosts, timing=timing, versions=versions)
-        sim = ThreadedSimFleet(fleet)
-        profiles = sim.start()
-        try:
-            return run_tui(profiles, read_only=args.read_only)
-        finally:
-            sim.stop()
+    directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="specops-demo-"))
+    try:
+        with demo_state(directory):
+            sim = ThreadedSimFleet(
+                SimFleet(directory, hosts=args.hosts, timing=timing, versions=versions)
+            )
+            profiles = sim.start()
+            try:
+                return run_tui(profiles, read_only=args.read_only)
+            finally:
+                sim.stop()
+    finally:
+        if args.discard:
+            shutil.rmtree(directory, ignore_errors=True)
+            print(f"demo directory {directory} removed")
+        else:
+            print(
+                f"demo files kept in {directory} (state/audit.jsonl, state/last-good, package/);"
+                f" rm -rf {directory} removes them"
+            )

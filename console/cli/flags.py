@@ -140,8 +140,8 @@ async def cmd_flags(args: argparse.Namespace) -> int:
         if name in good_values and good_values[name] != values.get(name):
             last = f"[yellow]{escape(last)}[/yellow]"
         target = spec.arg or f"${spec.env}"
-        if spec.inverted:
-            target = f"no {target}"
+        if spec.inverted:  # `off │ no --disable-cuda-graph` read as a contradiction
+            target = f"{target} when off"
         target = escape(target)
         mark = marks.get(spec.arg or "")
         if mark is not None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from rich.markup import escape
 
+from console.audit import AuditLog, action_record
 from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -127,6 +128,12 @@ class ProgressPrinter:
         if self._status is not None:
             self._status.stop()
             self._status = None
+
+
+def _audit(plan: Plan, outcome: str) -> None:
+    """The action's own entry beside its commands: intent, drop-in, outcome."""
+    entry = action_record(plan.host, "set", plan.summary(), outcome, plan.dropin)
+    AuditLog().action(entry)
 
 
 def _say(text: str) -> None:
@@ -286,9 +293,11 @@ async def run_plan(
                 f"specops: abandoned half way; check `specops status {profile.name}` and "
                 f"`specops flags {profile.name}`"
             )
+            _audit(plan, "abandoned half way (Ctrl-C twice)")
             return 130
         finally:
             printer.stop()
+    _audit(plan, result.summary())
     _report(result, plan)
     await _record(session, plan, before, started, result)
     return EXIT_OK if result.ok else EXIT_FAILED

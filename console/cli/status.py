@@ -12,8 +12,10 @@ from rich.table import Table
 from console.cli.common import EXIT_FAILED, EXIT_UNREACHABLE, load_profiles, new_session, out
 from console.events import ServiceStatus
 from console.profiles import Profile, select
+from console.service.flags import format_value
 from console.service.status import read_status
 from console.transport.ssh import ConnState, HostState, RemoteError
+from console.watch.health import probe_health
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -26,17 +28,26 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(cmd_status(args))
 
 
-async def _status_one(profile: Profile) -> tuple[HostState, ServiceStatus | None, str | None]:
+Result = tuple[HostState, ServiceStatus | None, str | None, str | None]
+"""Connection, unit status, error, and the `/health` answer (None when not connected)."""
+
+
+async def _status_one(profile: Profile) -> Result:
     session = new_session(profile)
     session.start()
     try:
         state = await session.wait_settled(profile.ssh.connect_timeout_s + 5)
         if state.state is not ConnState.CONNECTED:
-            return state, None, None
-        try:
-            return state, await read_status(session, with_version=True), None
-        except (RemoteError, ValueError) as exc:
-            return state, None, str(exc)
+            return state, None, None, None
+        status_read, health = await asyncio.gather(
+            read_status(session, with_version=True), probe_health(session), return_exceptions=True
+        )
+        word = health if isinstance(health, str) else None
+        if isinstance(status_read, RemoteError | ValueError):
+            return state, None, str(status_read), word
+        if isinstance(status_read, BaseException):
+            raise status_read
+        return state, status_read, None, word
     finally:
         await session.close()
 
@@ -46,7 +57,11 @@ RELOAD_PENDING = "NeedDaemonReload=yes: the flags are the files', not the runnin
 
 
 def _status_record(
-    profile: Profile, state: HostState, status: ServiceStatus | None, error: str | None
+    profile: Profile,
+    state: HostState,
+    status: ServiceStatus | None,
+    error: str | None,
+    health: str | None = None,
 ) -> dict[str, Any]:
     record: dict[str, Any] = {
         "host": profile.name,
@@ -58,6 +73,8 @@ def _status_record(
         record["detail"] = state.detail
     if state.fingerprint:
         record["fingerprint"] = state.fingerprint
+    if health is not None:
+        record["health"] = health
     if status is not None:
         record.update(
             active_state=status.active_state,
@@ -81,8 +98,8 @@ async def cmd_status(args: argparse.Namespace) -> int:
         for record in records:
             print(json.dumps(record), flush=True)
     else:
-        table = Table("host", "connection", "unit state", "sglang", "invocation", "flags")
-        table.columns[2].min_width = len("NeedDaemonReload=yes")
+        table = Table("host", "connection", "health", "unit state", "sglang", "invocation", "flags")
+        table.columns[3].min_width = len("NeedDaemonReload=yes")
         for r in records:
             conn = r["connection"]
             if r.get("fingerprint"):
@@ -92,10 +109,11 @@ async def cmd_status(args: argparse.Namespace) -> int:
             state = f"{r['active_state']}/{r['sub_state']}" if "active_state" in r else "-"
             if r.get("need_daemon_reload"):
                 state += "\nNeedDaemonReload=yes"  # the flags shown are the files' (see flags)
-            flags = " ".join(f"{k}={v}" for k, v in r.get("flags", {}).items())
+            flags = " ".join(f"{k}={format_value(v)}" for k, v in r.get("flags", {}).items())
             version = r.get("sglang_version") or "-"
             invocation = r.get("invocation_id", "-")[:12]
-            table.add_row(r["host"], conn, state, version, invocation, flags or "-")
+            health = r.get("health", "-")
+            table.add_row(r["host"], conn, health, state, version, invocation, flags or "-")
         out.print(table)
     failed = any(not r["connected"] for r in records)
     return (

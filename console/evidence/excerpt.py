@@ -3,8 +3,9 @@
 The seeds built excerpts with `journalctl --since … | grep -E PATTERNS | tail -200`, and the
 grep lost the traceback around a crash. Here the whole window is read as JSON and filtered
 locally: the last N entries matching the profile's patterns, plus a few entries either side of
-every crash signature (wherever it is in the window, never cut by N), plus journald's
-`Suppressed N messages` notices (a known gap is evidence too). Skipped stretches are marked,
+every crash signature and every Python traceback (a start-up failure has no signature),
+wherever it is in the window, never cut by N, plus journald's `Suppressed N messages`
+notices (a known gap is evidence too). Skipped stretches are marked,
 crash lines are labelled, and a header says what was read and how it was filtered.
 
 Everything in the text comes from the entries themselves (UTC times, cursors), so the same
@@ -20,6 +21,8 @@ from datetime import UTC, datetime
 
 from console.events import JournalEntry
 from console.watch.journal import LineFilter, assemble
+
+TRACEBACK = "Traceback (most recent call last)"
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,9 @@ def select(
     for i, entry in enumerate(entries):
         if entry.crash is not None:
             crashes[i] = entry.crash
+        if entry.crash is not None or TRACEBACK in entry.text:
+            # A traceback without a known signature (an import error, a bad argument at
+            # start-up) is why a run never came up: kept with its context like a crash.
             keep.update(range(max(0, i - context), min(len(entries), i + context + 1)))
         if entry.dropped:
             keep.add(i)

@@ -267,7 +267,7 @@ class _HostRun:
             tracker.bytes_total = sum(b.size for b in bench)
             logs = pkg / f"{host}_logs"
             unit_ref = refetch_command(profile, cat_cmd)
-            self._add(
+            excerpt_file = self._add(
                 await self._write(logs, EXCERPT_NAME, redact_text(excerpt.text, secret)),
                 window_cmd.shell(profile.ssh.sudo),
                 refetch_command(profile, window_cmd),
@@ -299,6 +299,10 @@ class _HostRun:
             "entries_read": excerpt.entries_read,
             "records_kept": excerpt.records_kept,
             "crash_signatures": list(excerpt.crashes),
+            # Files are never replaced, so a changed excerpt is kept beside the first one as
+            # `journal_excerpt.<sha256 prefix>.txt` and the plain name is the oldest: each
+            # snapshot names the excerpt it saw, and the newest snapshot the newest one.
+            "excerpt": excerpt_file.path,
         }
         body = {
             "format": FORMAT,

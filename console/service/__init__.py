@@ -3,7 +3,8 @@
 - `execline.py`: systemd's word syntax for ExecStart= (quoting, escapes, `%`, `$`);
 - `unit.py`: the effective unit from `systemctl cat` (file + drop-ins) and specops' drop-in;
 - `flags.py`: a profile's flag values: read, validate, apply, diff, name a variant;
-- `status.py`: `read_status`, systemd's view of the unit plus its current flag values.
+- `status.py`: `read_status`, systemd's view of the unit plus its current flag values;
+- `health.py`: `probe_health`, the server's `/health` answer in one word.
 
 Who may import it: `state`, the `tuning`/`evidence` rooms, the fleet, the simulator, the CLI
 and the app. It imports `profiles`, `events` and `transport` (for `read_status`) only.

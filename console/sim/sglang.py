@@ -159,6 +159,10 @@ class SimSGLang:
         self.config: SimConfig | None = None
         self.ready = False
         self.started = time.time()
+        self.unhealthy = False
+        """Fault: `/health` answers 503 while the process runs on (a wedged worker)."""
+        self.stalled = False
+        """Fault: the scheduler stops logging decode lines (hung on a collective)."""
         self._accept_sum = 0.0
         self._accept_n = 0
         self._last_tps = 0.0
@@ -301,6 +305,8 @@ class SimSGLang:
         n = 0
         while True:
             await asyncio.sleep(self.timing.decode_interval_s)
+            if self.stalled:
+                continue
             n += 1
             al = self.accept_len()
             tps = self.throughput()
@@ -365,6 +371,8 @@ class SimSGLang:
         if path == "/health" and health_is_liveness(self.version):
             return 200, {}  # before 0.5.3: liveness, even while the model loads
         if path in ("/health", "/health_generate"):
+            if self.unhealthy:
+                return 503, {"error": "unhealthy"}
             return (200, {}) if self.ready else (503, {"error": "starting"})
         if not self.ready:
             return 503, {"error": "server is starting"}

@@ -3,7 +3,8 @@
 - `plan.py`: the diff of a change, validated before anything touches a host;
 - `rollout.py`: apply → restart → new invocation → ready → health → smoke → keep or roll back;
 - `invocation.py`: watching one invocation of the unit in its journal;
-- `smoke.py`: the end-to-end completion check.
+- `smoke.py`: the end-to-end completion check;
+- `flag_history.py`: per flag, its last good value and the values it crashed with.
 
 Who may import it: the CLI, the app and widgets (for the types they show). It imports
 `service`, `watch`, `state`, `events` and `transport`; never `evidence` or the fleet.

@@ -13,10 +13,13 @@ feeds records on its own thread while the screen reads summaries and chart serie
 
 from __future__ import annotations
 
+import itertools
+import statistics
 import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from console.events import (
     CrashDetected,
@@ -29,6 +32,7 @@ from console.events import (
 )
 from console.profiles import FlagValue, Profile
 from console.watch.metrics import DEFAULT_MAXLEN, TEN_MINUTES, HostMetrics, SeriesSummary
+from console.watch.restarts import RestartSummary, RestartTracker
 from console.watch.sglang import DecodeBatch, PrefillBatch, ServerReady, parse_line
 from console.watch.signatures import CustomMetrics, crash_signature
 
@@ -38,6 +42,27 @@ FLAGS_KEPT = 32
 """Invocations whose flag values are remembered per host."""
 CRASH_WINDOW_S = 60.0
 """Without an invocation id, signature lines this close together are one crash."""
+RHYTHM_LINES = 16
+"""Decode lines whose spacing is the host's own rhythm."""
+STALE_RHYTHMS = 3.0
+STALE_MIN_S = 5.0
+"""The last decode line is stale once older than this many of the host's own intervals, and
+never sooner than this: a scheduler that logs every second and has been silent for 28 s
+is wedged; one that logs every 20 s is not late after 25."""
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """How old the newest decode line is, against the host's usual spacing of them."""
+
+    age_s: float
+    rhythm_s: float | None
+    """The median interval of the recent decode lines; None with fewer than two."""
+
+    @property
+    def stale(self) -> bool:
+        rhythm = self.rhythm_s if self.rhythm_s is not None else STALE_MIN_S
+        return self.age_s > max(STALE_MIN_S, STALE_RHYTHMS * rhythm)
 
 
 class HostMonitor:
@@ -51,6 +76,9 @@ class HostMonitor:
         self._flags: OrderedDict[str, dict[str, FlagValue]] = OrderedDict()
         self._clock_offset = 0.0
         self._newest = 0.0
+        self.restarts = RestartTracker()
+        self._decodes: deque[float] = deque(maxlen=RHYTHM_LINES)
+        """Host-clock times of this run's newest decode lines."""
         self._lock = threading.Lock()
         """Held while a batch is observed and while a view reads the series."""
 
@@ -58,7 +86,11 @@ class HostMonitor:
 
     def set_status(self, status: ServiceStatus) -> None:
         """Remember the flags of the invocation a status poll saw."""
-        if status.error is not None or not status.invocation_id or not status.flags:
+        if status.error is not None or not status.invocation_id:
+            return
+        with self._lock:
+            self.restarts.n_restarts(status.n_restarts, time.time())
+        if not status.flags:
             return
         flags = dict(status.flags)
         self._flags[status.invocation_id] = flags
@@ -87,6 +119,8 @@ class HostMonitor:
             invocation = record.invocation
             if invocation is not None and invocation != self.metrics.invocation_id:
                 previous = self.metrics.invocation_id
+                self.restarts.invocation(invocation, record.timestamp, first=previous is None)
+                self._decodes.clear()
                 self.metrics.new_invocation(
                     invocation, self._flags.get(invocation), now=record.timestamp
                 )
@@ -97,6 +131,8 @@ class HostMonitor:
             if record.dropped:
                 continue
             parsed = parse_line(record.text)
+            if isinstance(parsed, DecodeBatch):
+                self._decodes.append(record.timestamp)
             if parsed is not None and self.metrics.observe(parsed, record.timestamp):
                 values.update(_numbers(parsed))
             elif isinstance(parsed, ServerReady):
@@ -155,6 +191,20 @@ class HostMonitor:
     def now(self) -> float:
         """The host's present time, for the windows: our clock plus the host's offset."""
         return max(time.time() + self._clock_offset, self._newest)
+
+    def freshness(self) -> Freshness | None:
+        """The age of this run's newest decode line; None before its first one."""
+        with self._lock:
+            if not self._decodes:
+                return None
+            times = list(self._decodes)
+            gaps = [b - a for a, b in itertools.pairwise(times) if b >= a]
+            rhythm = statistics.median(gaps) if gaps else None
+            return Freshness(max(0.0, self.now() - times[-1]), rhythm)
+
+    def restart_summary(self) -> RestartSummary:
+        with self._lock:
+            return self.restarts.summary(self.now())
 
     def summary(self, name: str) -> SeriesSummary:
         """Last minute, last ten minutes and this invocation of one series."""

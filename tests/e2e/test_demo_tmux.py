@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,8 @@ SESSION = "specops-e2e"
 class Pane:
     def __init__(self, socket: str) -> None:
         self.socket = socket
+        self.home = Path()
+        self.marker = Path()
 
     def tmux(self, *args: str) -> str:
         result = subprocess.run(
@@ -29,6 +32,10 @@ class Pane:
 
     def text(self) -> str:
         return self.tmux("capture-pane", "-p", "-t", SESSION)
+
+    def history(self) -> str:
+        """The pane's text with its scrollback (what was printed after the app left)."""
+        return self.tmux("capture-pane", "-p", "-S", "-100", "-t", SESSION)
 
     def keys(self, *keys: str) -> None:
         self.tmux("send-keys", "-t", SESSION, *keys)
@@ -55,7 +62,16 @@ class Pane:
 
 @pytest.fixture
 def pane(isolated_home: Path, tmp_path: Path) -> Iterator[Pane]:
-    socket = f"specops-e2e-{os.getpid()}"
+    yield from _demo_pane(isolated_home, tmp_path, 120, 36)
+
+
+@pytest.fixture
+def small_pane(isolated_home: Path, tmp_path: Path) -> Iterator[Pane]:
+    yield from _demo_pane(isolated_home, tmp_path, 80, 24)
+
+
+def _demo_pane(isolated_home: Path, tmp_path: Path, width: int, height: int) -> Iterator[Pane]:
+    socket = f"specops-e2e-{os.getpid()}-{width}"
     p = Pane(socket)
     marker = tmp_path / "exited"
     env = {
@@ -64,6 +80,7 @@ def pane(isolated_home: Path, tmp_path: Path) -> Iterator[Pane]:
         "XDG_STATE_HOME": str(isolated_home / ".local" / "state"),
         "TERM": "xterm-256color",
         "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),  # this tree, not an install
     }
     exports = " ".join(f"{k}={v!r}" for k, v in env.items())
     command = (
@@ -80,15 +97,16 @@ def pane(isolated_home: Path, tmp_path: Path) -> Iterator[Pane]:
             "-s",
             SESSION,
             "-x",
-            "120",
+            str(width),
             "-y",
-            "36",
+            str(height),
             command,
         ],
         check=True,
-        cwd=tmp_path,
+        cwd=tmp_path,  # also the session's directory: `-m console` must not find another tree
     )
-    p.marker = marker  # type: ignore[attr-defined]
+    p.marker = marker
+    p.home = isolated_home
     try:
         yield p
     finally:
@@ -124,9 +142,36 @@ def test_a_person_picks_a_host_snapshots_opens_flags_reads_help_and_quits(pane: 
 
     pane.keys("q")
     deadline = time.monotonic() + 15
-    marker: Path = pane.marker  # type: ignore[attr-defined]
+    marker = pane.marker
     while not marker.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert marker.read_text().strip() == "0"
     screen = pane.text()
     assert "journal ·" not in screen  # the app is gone and the terminal is back to normal
+    assert "demo files kept in" in pane.history()  # the demo's own directory, where its state went
+    assert not (pane.home / ".local" / "state" / "specops").exists()
+
+
+ROW = re.compile(
+    r"│\s*(?P<host>b300|pro6000)\s+connected\s+(?P<health>\S+)\s+.*?"
+    r"(?P<accept>\d\.\d\d)\s+(?P<tps>\d{3,5})\s"
+)
+
+
+def test_at_80x24_the_table_reads_health_accept_and_tok_s(small_pane: Pane) -> None:
+    small_pane.wait_for("accept len", timeout=30)
+    deadline = time.monotonic() + 30
+    rows: dict[str, re.Match[str]] = {}
+    # While the server starts, /health reads 503 or closed; polled every 5 s.
+    while time.monotonic() < deadline and [r["health"] for r in rows.values()] != ["ok", "ok"]:
+        rows = {m["host"]: m for m in map(ROW.search, small_pane.text().splitlines()) if m}
+        time.sleep(0.2)
+    screen = small_pane.text()
+    assert set(rows) == {"b300", "pro6000"}, screen
+    header = next(line for line in screen.splitlines() if "connection" in line)
+    for column in ("host", "connection", "health", "accept", "tok/s"):
+        assert column in header
+    for row in rows.values():
+        assert row["health"] == "ok"
+        assert 3.0 < float(row["accept"]) < 7.0 and 500 < int(row["tps"]) < 3000
+    small_pane.keys("q")

@@ -190,12 +190,12 @@ async def test_audit_lists_commands_newest_last(
     assert await cli_flags.cmd_flags(flags) == 0
     assert "budget" in capsys.readouterr().out
     await asyncio.sleep(0)
-    assert cli_audit.cmd_audit(parse_args(["audit", "--json"])) == 0
+    assert cli_audit.cmd_audit(parse_args(["audit", "--json", "--all"])) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["command"] for r in lines] == sim.hosts["b300"].commands
     assert all(r["host"] == "b300" and r["exit"] == 0 for r in lines)
     assert set(lines[0]) == {"time", "host", "command", "exit", "duration_s"}
-    assert cli_audit.cmd_audit(parse_args(["audit", "-n", "1"])) == 0
+    assert cli_audit.cmd_audit(parse_args(["audit", "-n", "1", "--all"])) == 0
     text = capsys.readouterr().out.splitlines()
     assert len(text) == 1 and "exit 0" in text[0]
     assert text[0].endswith(sim.hosts["b300"].commands[-1])  # the newest command, as run

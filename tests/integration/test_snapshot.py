@@ -126,6 +126,7 @@ async def test_unchanged_hosts_give_a_byte_identical_package_that_sha256sum_acce
     accept = meta["statistics"]["accept_len"]
     assert accept["count"] >= 3 and 4.0 < accept["mean"] < 4.6
     assert meta["journal"]["first_cursor"].startswith("s=")
+    assert meta["journal"]["excerpt"] == "b300_logs/journal_excerpt.txt"
     assert meta["journal"]["last_cursor"] != meta["journal"]["first_cursor"]
     by_path = {a["path"]: a for a in meta["artifacts"]}
     bench = by_path["bench/results_b300/ddtree_b8_graph.json"]
@@ -352,3 +353,24 @@ async def test_a_file_that_changed_after_hashing_is_hashed_and_fetched_again(
         assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["x.json"]
     finally:
         await session.close()
+
+
+async def test_each_snapshot_names_its_excerpt_so_the_newest_is_found_by_name(
+    sim: SimFleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = sim.hosts["b300"]
+    await quiesce(host)
+    package = tmp_path / "pkg"
+    assert await snapshot(sim, package, "b300") == 0
+    (first,) = (package / "snapshots").glob("b300-*.json")
+    line = "[2026-12-01 12:00:00 TP0] Decode batch, #running-req: 3, accept len: 9.99, "
+    host.journal.append(UNIT, line, _PID="4242", SYSLOG_IDENTIFIER="python3")
+    assert await snapshot(sim, package, "b300") == 0
+    capsys.readouterr()
+    (second,) = set((package / "snapshots").glob("b300-*.json")) - {first}
+    oldest, newest = json.loads(first.read_text()), json.loads(second.read_text())
+    assert oldest["journal"]["excerpt"] == "b300_logs/journal_excerpt.txt"
+    latest = newest["journal"]["excerpt"]
+    assert latest != oldest["journal"]["excerpt"]
+    assert "accept len: 9.99" in (package / latest).read_text()
+    assert "accept len: 9.99" not in (package / "b300_logs/journal_excerpt.txt").read_text()

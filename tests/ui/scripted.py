@@ -10,13 +10,25 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from console.events import JournalEntry, ServiceStatus
+from console.events import (
+    CrashDetected,
+    HealthChecked,
+    JournalEntry,
+    RolloutEvent,
+    RolloutJournal,
+    RolloutProgress,
+    RolloutStep,
+    ServiceStatus,
+)
 from console.evidence.package import Artifact
 from console.evidence.snapshot import HostSnapshot, PackageResult, SnapshotReport
 from console.evidence.transfer import Outcome
 from console.fleet import Fleet
 from console.profiles import Profile, load_fleet
+from console.sim.host import unit_file
 from console.transport.ssh import ConnState, HostState
+from console.tuning.plan import Plan, make_plan
+from console.watch.monitor import HostMonitor
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -54,9 +66,23 @@ def decode(accept: float, tps: float, graph: bool, i: int) -> str:
     )
 
 
+class FrozenMonitor(HostMonitor):
+    """A monitor whose present stands still one second after the script's last line, so the
+    ages and windows on screen are the same however long a screenshot takes."""
+
+    frozen_at = 0.0
+
+    def now(self) -> float:
+        return self.frozen_at
+
+
 class ScriptedFleet(Fleet):
     def start(self) -> None:
         now = time.time()
+        for monitor in self.monitors.values():
+            frozen = FrozenMonitor(self.profiles[monitor.host])
+            frozen.frozen_at = now
+            self.monitors[monitor.host] = frozen
         for n, name in enumerate(self.profiles):
             invocation = f"{n + 1:x}" * 32
             self._state_changed(HostState(name, ConnState.CONNECTED, since=now))
@@ -92,6 +118,7 @@ class ScriptedFleet(Fleet):
                 for i, line in enumerate(lines)
             ]
             self._journal_delivery(name)(entries)
+            self.emit(HealthChecked(name, "ok", now))
 
     async def stop(self) -> None:
         return None
@@ -113,3 +140,57 @@ def snapshot_report(package: Path) -> SnapshotReport:
         ],
     )
     return SnapshotReport(hosts=[b300], packages=[PackageResult(package, True, 12)])
+
+
+UNIT = "sglang-k26-ddtree.service"
+
+
+def scripted_crash(host: str = "pro6000") -> CrashDetected:
+    """A crash alert with fixed text and time (a budget-16 run dying in graph capture)."""
+    return CrashDetected(
+        host=host,
+        invocation="3" * 32,
+        signature="illegal_memory_access",
+        first_line="[2026-12-01 21:41:02 TP0] Scheduler hit an exception: Traceback (most recent"
+        " call last):",
+        line="torch.AcceleratorError: CUDA error: an illegal memory access was encountered",
+        flags={"budget": 16, "topk": 4, "cuda_graph": True, "nvls": False},
+        timestamp=1764625262.0,
+        cursor="s=x;i=99",
+    )
+
+
+def scripted_plan(profile: Profile) -> Plan:
+    """budget 8 → 16 with CUDA graphs off, planned against the simulated host's unit file."""
+    cat = f"# /etc/systemd/system/{UNIT}\n" + unit_file(UNIT, "/opt/sglang/venv/bin/python3", 30001)
+    return make_plan(profile, cat, {"budget": 16, "cuda_graph": False})
+
+
+def rollout_events(host: str) -> list[RolloutEvent]:
+    """A rollout half way: healthy and answering, the smoke test running."""
+    steps = [
+        (RolloutStep.RECORD, "ok", "unit read; drop-in zz-specops.conf"),
+        (RolloutStep.WRITE, "ok", "zz-specops.conf written"),
+        (RolloutStep.DAEMON_RELOAD, "ok", ""),
+        (RolloutStep.VERIFY, "ok", "NeedDaemonReload=no; the effective unit is as planned"),
+        (RolloutStep.RESTART, "ok", ""),
+        (RolloutStep.INVOCATION, "ok", "9f3c2a71d0e8"),
+        (RolloutStep.READY, "ok", "healthy after 41s"),
+        (RolloutStep.SMOKE, "running", "'2+2=' must contain '4'"),
+    ]
+    events: list[RolloutEvent] = [
+        RolloutProgress(host, step, state, detail, elapsed_s=3.0 * i)
+        for i, (step, state, detail) in enumerate(steps)
+    ]
+    events.append(
+        RolloutJournal(
+            host,
+            "9f3c2a71d0e8" + "0" * 20,
+            (
+                "[2026-12-01 21:42:10] Load weight end. type=DeepseekV3ForCausalLM, mem=21.4 GB",
+                "[2026-12-01 21:42:31 TP0] Capture cuda graph end. Time elapsed: 12.4 s",
+                "[2026-12-01 21:42:51] The server is fired up and ready to roll!",
+            ),
+        )
+    )
+    return events

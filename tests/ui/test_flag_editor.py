@@ -6,10 +6,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from textual import events
 from textual.message import Message
 from textual.notifications import Notify
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Log, Static
+from textual.widgets.data_table import ColumnKey
 
 from console.app import SpecopsApp
 from console.events import RolloutOutcome
@@ -141,3 +143,54 @@ async def test_read_only_disables_the_flag_editor(fleet: SimFleet) -> None:
         notes = [m.notification for m in messages if isinstance(m, Notify)]
         assert any("read-only" in n.message for n in notes)
         await pilot.press("q")
+
+
+async def test_keys_typed_in_one_burst_all_reach_the_value_and_the_column_fits_it(
+    fleet: SimFleet,
+) -> None:
+    app = SpecopsApp(Fleet(load_fleet(fleet.profiles_dir)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        editor = await open_editor(app, pilot)
+        await pilot.press("down", "down", "down", "down")  # max_running
+        # As tmux delivers `Enter 2 0 4 8 Enter` from one send-keys: no pause between keys.
+        # The field opens with the current value selected: typing replaces it.
+        for key, char in (
+            ("enter", "\r"),
+            ("2", "2"),
+            ("0", "0"),
+            ("4", "4"),
+            ("8", "8"),
+            ("enter", "\r"),
+        ):
+            app.post_message(events.Key(key, char))
+        await until(pilot, lambda: editor.pending.get("max_running") == 2048)
+        table = editor.query_one(DataTable)
+        assert table.get_cell("max_running", "new") == "2048"
+        new = table.columns[ColumnKey("new")]
+        assert new.get_render_width(table) >= len("2048") + 2 * table.cell_padding
+        shown = app.export_screenshot()
+        assert "2048" in shown
+        await pilot.press("escape", "escape", "q")
+
+
+async def test_the_editor_shows_last_good_and_crashed_here_before_per_flag(
+    fleet: SimFleet,
+) -> None:
+    app = SpecopsApp(Fleet(load_fleet(fleet.profiles_dir)))
+    async with app.run_test(size=(140, 44)) as pilot:
+        editor = await open_editor(app, pilot)
+        await pilot.press("enter", *"16", "enter", "d")  # budget 16 with CUDA graphs: crashes
+        await until(pilot, lambda: editor.plan is not None)
+        await pilot.press("y")
+        await until(pilot, lambda: isinstance(app.screen, RolloutScreen))
+        view = app.screen
+        assert isinstance(view, RolloutScreen)
+        await until(pilot, lambda: view.result is not None, timeout=30)
+        assert view.result is not None and view.result.outcome is RolloutOutcome.ROLLED_BACK
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, RolloutScreen))
+        again = await open_editor(app, pilot)
+        history = str(again.query_one(DataTable).get_cell("budget", "history"))
+        assert history == "crashed 16"  # no last good yet: told from the values running now
+        assert str(again.query_one(DataTable).get_cell("cuda_graph", "history")) == ""
+        await pilot.press("escape", "q")

@@ -93,7 +93,9 @@ async def test_pause_by_key_and_by_scrolling_then_resume(sim: SimFleet) -> None:
         shown = len(view.lines)
         await until(pilot, lambda: view.pending_lines >= 10)
         assert len(view.lines) == shown  # nothing moves while paused
-        assert view.has_class("-paused") and "new lines · G resumes" in str(view.border_subtitle)
+        assert view.has_class("-paused") and "new lines · G or p resumes" in str(
+            view.border_subtitle
+        )
         await pilot.press("G")
         assert len(view.lines) > shown and view.pending_lines == 0 and not view.paused
         assert view.is_vertical_scroll_end

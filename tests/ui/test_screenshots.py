@@ -11,7 +11,16 @@ from typing import Any
 from textual.pilot import Pilot
 
 from console.app import SpecopsApp
-from tests.ui.scripted import ScriptedFleet, profiles, snapshot_report
+from tests.ui.scripted import (
+    ScriptedFleet,
+    profiles,
+    rollout_events,
+    scripted_crash,
+    scripted_plan,
+    snapshot_report,
+)
+from widgets.messages import CrashReceived
+from widgets.rollout_view import RolloutScreen
 from widgets.snapshot_panel import SnapshotPanel
 
 
@@ -22,6 +31,7 @@ def app() -> SpecopsApp:
 async def settle(pilot: Pilot[Any]) -> None:
     await pilot.pause(0.4)  # the metrics and journal timers draw what the script delivered
     pilot.app.query_one("#journal").can_focus = True
+    pilot.app._draw_freshness()  # type: ignore[attr-defined]  # ages: the frozen clock's
 
 
 def test_main_screen_wide(snap_compare: Any) -> None:
@@ -59,3 +69,63 @@ def test_snapshot_summary(snap_compare: Any, tmp_path: Path) -> None:
         await pilot.pause(0.2)
 
     assert snap_compare(app(), terminal_size=(120, 40), run_before=run_before)
+
+
+MEDIUM = (120, 34)
+SMALL = (80, 24)
+
+
+def test_main_screen_120x34(snap_compare: Any) -> None:
+    assert snap_compare(app(), terminal_size=MEDIUM, run_before=settle)
+
+
+async def _alerts(pilot: Pilot[Any]) -> None:
+    await settle(pilot)
+    pilot.app.post_message(CrashReceived(scripted_crash()))
+    await pilot.pause(0.1)
+    pilot.app.clear_notifications()
+    await pilot.press("A")
+    await pilot.pause(0.2)
+
+
+def test_alerts_80x24(snap_compare: Any) -> None:
+    assert snap_compare(app(), terminal_size=SMALL, run_before=_alerts)
+
+
+def test_alerts_120x34(snap_compare: Any) -> None:
+    assert snap_compare(app(), terminal_size=MEDIUM, run_before=_alerts)
+
+
+async def _flag_editor(pilot: Pilot[Any]) -> None:
+    await settle(pilot)
+    await pilot.press("f")
+    await pilot.pause(0.2)
+    await pilot.press("down", "down", "down", "down", "enter", *"2048", "enter")
+    await pilot.pause(0.2)
+
+
+def test_flag_editor_80x24(snap_compare: Any) -> None:
+    assert snap_compare(app(), terminal_size=SMALL, run_before=_flag_editor)
+
+
+def test_flag_editor_120x34(snap_compare: Any) -> None:
+    assert snap_compare(app(), terminal_size=MEDIUM, run_before=_flag_editor)
+
+
+async def _rollout(pilot: Pilot[Any]) -> None:
+    await settle(pilot)
+    profile = profiles()[0]
+    screen = RolloutScreen(scripted_plan(profile))
+    await pilot.app.push_screen(screen)
+    await pilot.pause(0.1)
+    for event in rollout_events(profile.name):
+        screen.show(event)
+    await pilot.pause(0.2)
+
+
+def test_rollout_80x24(snap_compare: Any) -> None:
+    assert snap_compare(app(), terminal_size=SMALL, run_before=_rollout)
+
+
+def test_rollout_120x34(snap_compare: Any) -> None:
+    assert snap_compare(app(), terminal_size=MEDIUM, run_before=_rollout)

@@ -144,3 +144,18 @@ def test_shipped_journal_patterns_show_every_draft_runner_wording() -> None:
         patterns = [re.compile(p) for p in profile.journal.patterns]
         for line in lines:
             assert any(p.search(line) for p in patterns), (profile.name, line)
+
+
+def test_an_int_flag_without_min_is_a_count_and_refuses_values_below_1() -> None:
+    from console.profiles import FlagSpec
+    from console.service.execline import FlagError
+    from console.service.flags import validate_value
+
+    count = FlagSpec(arg="--speculative-num-draft-tokens", type="int")
+    assert count.min == 1
+    for text in ("0", "-1"):
+        with pytest.raises(FlagError, match="must be between 1 and"):
+            validate_value("budget", count, text)
+    assert validate_value("budget", count, "16") == 16
+    offset = FlagSpec(arg="--some-offset", type="int", min=-1)  # the profile says otherwise
+    assert validate_value("offset", offset, "-1") == -1

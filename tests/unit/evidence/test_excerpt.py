@@ -134,3 +134,17 @@ def test_the_same_journal_gives_the_same_bytes_and_an_empty_one_says_so() -> Non
     empty = excerpt([])
     assert "cursor - … -" in empty
     assert body(empty) == []
+
+
+def test_a_start_up_traceback_without_a_signature_is_kept_with_its_context() -> None:
+    lines = [sglang(i, f"Decode batch, #running-req: 9, accept len: 4.{i}") for i in range(8)]
+    lines += [
+        "Traceback (most recent call last):",
+        '  File "/opt/sglang/python/sglang/launch_server.py", line 11, in <module>',
+        "ModuleNotFoundError: No module named 'sgl_kernel'",
+    ]
+    lines += [sglang(11 + i, f"Decode batch, #running-req: 9, accept len: 5.{i}") for i in range(8)]
+    text = excerpt(entries(lines), limit=2, context=1)
+    assert "ModuleNotFoundError: No module named 'sgl_kernel'" in text
+    assert "launch_server.py" in text
+    assert sglang(7, "Decode batch, #running-req: 9, accept len: 4.7") in text  # its context

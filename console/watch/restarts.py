@@ -1,0 +1,68 @@
+"""Restarts of one host's service: how many in the last minutes, and whether it crash-loops.
+
+During a cuBLAS restart loop the unit read `active/running` half the time and
+`activating/auto-restart` the other half, and each new run logged "ready": a crash loop did
+not look like one. Restarts are counted from the two places they show: a new invocation id
+in the journal, and systemd's `NRestarts` growing between polls (a run too short to log
+anything). A host that restarted `LOOP_RESTARTS` times within `WINDOW_S` is crash-looping
+until it has stayed up `STABLE_S` since its last restart.
+
+Pure: times are passed in (the host's clock for journal times, ours for polls; both are
+seconds since the epoch and the windows are minutes wide).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+WINDOW_S = 600.0
+"""The restarts column counts this far back (ten minutes)."""
+LOOP_RESTARTS = 3
+STABLE_S = 120.0
+"""Up this long since the last restart, a crash-looping host is calm again."""
+
+
+@dataclass(frozen=True)
+class RestartSummary:
+    recent: int
+    """Restarts within `WINDOW_S`."""
+    looping: bool
+
+
+class RestartTracker:
+    def __init__(self) -> None:
+        self._times: deque[float] = deque(maxlen=256)
+        self._invocations: set[str] = set()
+        self._n_restarts: int | None = None
+        self._unexplained = 0
+        """Invocation changes seen since the last poll (each explains one NRestarts step)."""
+        self._from_polls = 0
+        """Restarts counted from NRestarts whose new run the journal has not shown yet."""
+
+    def invocation(self, invocation: str, at: float, *, first: bool = False) -> None:
+        """A run seen in the journal; `first` for the run the console found running."""
+        if invocation in self._invocations:
+            return
+        self._invocations.add(invocation)
+        if first:
+            return
+        if self._from_polls:  # the poll saw this restart first and counted it
+            self._from_polls -= 1
+            return
+        self._times.append(at)
+        self._unexplained += 1
+
+    def n_restarts(self, count: int, at: float) -> None:
+        """systemd's NRestarts from a poll: steps no new invocation explained are restarts."""
+        if self._n_restarts is not None and count > self._n_restarts:
+            missing = max(0, count - self._n_restarts - self._unexplained)
+            self._times.extend([at] * missing)
+            self._from_polls += missing
+        self._n_restarts = count
+        self._unexplained = 0
+
+    def summary(self, now: float) -> RestartSummary:
+        recent = [t for t in self._times if now - t <= WINDOW_S]
+        looping = len(recent) >= LOOP_RESTARTS and now - max(recent) < STABLE_S
+        return RestartSummary(len(recent), looping)

@@ -1,0 +1,46 @@
+"""`specops status` as a user runs it: health beside systemd's word, switches as on/off."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from console.cli import main
+from console.sim.fleet import SimFleet, ThreadedSimFleet
+from console.sim.sglang import Timing
+
+
+def test_status_reports_health_and_spells_switches_on_off(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sim = ThreadedSimFleet(
+        SimFleet(tmp_path / "sim", hosts=2, timing=Timing(load_s=0.2, decode_interval_s=0.2))
+    )
+    sim.start()
+    try:
+        hosts = sim.fleet.hosts
+        deadline = time.monotonic() + 10
+        while not all(h.unit.server is not None and h.unit.server.ready for h in hosts.values()):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        server = hosts["pro6000"].unit.server
+        assert server is not None
+        server.unhealthy = True
+        profiles = str(sim.fleet.profiles_dir)
+        assert main(["status", "--json", "--profiles", profiles]) == 0
+        records = {r["host"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+        assert records["b300"]["health"] == "ok"
+        assert records["pro6000"]["health"] == "503"
+        assert records["pro6000"]["sub_state"] == "running"
+        assert main(["status", "--profiles", profiles]) == 0
+        shown = capsys.readouterr().out
+        assert "cuda_graph=on" in shown and "True" not in shown
+        assert "503" in shown
+        assert main(["flags", "b300", "--profiles", profiles]) == 0
+        table = capsys.readouterr().out
+        assert "--disable-cuda-graph when off" in table and "no --disable" not in table
+    finally:
+        sim.stop()

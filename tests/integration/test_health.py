@@ -1,0 +1,61 @@
+"""`/health` through the SSH connection: one word per answer, asked only where it is seen."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+from console.events import Event, HealthChecked
+from console.fleet import Fleet
+from console.profiles import Profile
+from console.sim.fleet import SimFleet
+from console.transport.ssh import HostSession
+from console.watch.health import probe_health
+
+
+async def until(predicate: object, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.05)
+
+
+async def test_probe_names_ok_503_and_closed(sim: SimFleet, profiles: list[Profile]) -> None:
+    host = sim.hosts["b300"]
+    session = HostSession(profiles[0])
+    session.start()
+    try:
+        assert await session.wait_connected(5)
+        await until(lambda: host.unit.server is not None and host.unit.server.ready)
+        assert await probe_health(session) == "ok"
+        assert host.unit.server is not None
+        host.unit.server.unhealthy = True
+        assert await probe_health(session) == "503"
+        await host.unit.stop()
+        assert await probe_health(session) == "closed"
+    finally:
+        await session.close()
+
+
+async def test_health_is_polled_for_watched_hosts_only(
+    sim: SimFleet, profiles: list[Profile]
+) -> None:
+    events: list[Event] = []
+    fleet = Fleet(profiles, follow=False, health_s=0.2)
+    fleet.watched = {"b300"}.__contains__  # pro6000 scrolled off screen
+    fleet.listen(events.append)
+    fleet.start()
+    try:
+        await until(lambda: fleet.health.get("b300") == "ok")
+        await asyncio.sleep(1.0)
+        assert "pro6000" not in fleet.health
+        fleet.watched = None
+        await until(lambda: fleet.health.get("pro6000") == "ok")
+        checked = [e for e in events if isinstance(e, HealthChecked)]
+        for name in ("b300", "pro6000"):
+            said = [e.health for e in checked if e.host == name]
+            assert said[-1] == "ok"
+            assert all(a != b for a, b in itertools.pairwise(said))  # changes only
+    finally:
+        await fleet.stop()

@@ -1,0 +1,79 @@
+"""Health and freshness in the fleet table: a 503 and a stalled scheduler never look fine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.pilot import Pilot
+
+from console.app import SpecopsApp
+from console.fleet import Fleet
+from console.profiles import load_fleet
+from console.sim.host import SimHost
+from tests.ui.support import simulated_fleet, until
+from widgets.host_table import COLUMNS, HostTable
+
+
+def row_text(table: HostTable, name: str) -> str:
+    """The host's line as it is drawn."""
+    return table.render_line(table.rows_by_name[name].index).text
+
+
+def cell(table: HostTable, name: str, column: str) -> str:
+    cells = table._cells_by_name[name]
+    value = cells[COLUMNS.index(column)]
+    return value if isinstance(value, str) else value.plain
+
+
+async def serving(pilot: Pilot[int], app: SpecopsApp, host: SimHost) -> None:
+    table = app.query_one(HostTable)
+    row = table.rows_by_name[host.name]
+    await until(pilot, lambda: host.unit.server is not None and host.unit.server.ready)
+    await until(pilot, lambda: row.health == "ok" and row.accept_len is not None)
+
+
+async def test_a_503_shows_in_the_health_column_and_recovers(tmp_path: Path) -> None:
+    async with simulated_fleet(tmp_path, hosts=2, decode_interval_s=0.3) as sim:
+        app = SpecopsApp(Fleet(load_fleet(sim.profiles_dir), health_s=0.3))
+        async with app.run_test(size=(150, 40)) as pilot:
+            sick = sim.hosts["pro6000"]
+            await serving(pilot, app, sick)
+            table = app.query_one(HostTable)
+            assert sick.unit.server is not None
+            sick.unit.server.unhealthy = True
+            await until(pilot, lambda: table.rows_by_name["pro6000"].health == "503")
+            assert " 503 " in row_text(table, "pro6000")
+            assert "active/running" in row_text(table, "pro6000")  # systemd alone says fine
+            assert cell(table, "b300", "health") == "ok"
+            sick.unit.server.unhealthy = False
+            await until(pilot, lambda: table.rows_by_name["pro6000"].health == "ok")
+            await pilot.press("q")
+
+
+async def test_a_stalled_scheduler_greys_its_numbers_and_ages_in_yellow(tmp_path: Path) -> None:
+    async with simulated_fleet(tmp_path, hosts=1, decode_interval_s=0.3) as sim:
+        app = SpecopsApp(Fleet(load_fleet(sim.profiles_dir), health_s=0.5))
+        async with app.run_test(size=(150, 40)) as pilot:
+            host = sim.hosts["b300"]
+            await serving(pilot, app, host)
+            table = app.query_one(HostTable)
+            row = table.rows_by_name["b300"]
+            await until(pilot, lambda: row.age_s is not None)
+            assert not row.stale and cell(table, "b300", "age").endswith("s")
+            live = table._cells_by_name["b300"][COLUMNS.index("accept")]
+            assert isinstance(live, str)  # drawn in the row's own colour
+            assert host.unit.server is not None
+            host.unit.server.stalled = True
+            await until(pilot, lambda: row.stale, timeout=12)
+            accept = table._cells_by_name["b300"][COLUMNS.index("accept")]
+            tps = table._cells_by_name["b300"][COLUMNS.index("tok/s")]
+            age = table._cells_by_name["b300"][COLUMNS.index("age")]
+            grey = table.get_component_rich_style("host-table--stale", partial=True)
+            assert not isinstance(accept, str) and accept.style == grey
+            assert not isinstance(tps, str) and tps.style == grey
+            assert not isinstance(age, str) and "yellow" in str(age.style)
+            assert int(age.plain.rstrip("s")) >= 5
+            assert row.accept_len is not None and f"{row.accept_len:.2f}" in row_text(table, "b300")
+            host.unit.server.stalled = False
+            await until(pilot, lambda: not row.stale, timeout=5)
+            await pilot.press("q")

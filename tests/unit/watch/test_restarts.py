@@ -1,0 +1,39 @@
+"""Restarts counted from new invocations and NRestarts, once each; crash loops until calm."""
+
+from __future__ import annotations
+
+from console.watch.restarts import STABLE_S, WINDOW_S, RestartTracker
+
+T = 1_000_000.0
+
+
+def test_the_run_found_running_is_no_restart_and_each_later_run_is_one() -> None:
+    tracker = RestartTracker()
+    tracker.invocation("a", T, first=True)
+    tracker.invocation("b", T + 10)
+    tracker.invocation("b", T + 11)  # the same run again
+    assert tracker.summary(T + 20).recent == 1
+
+
+def test_nrestarts_steps_count_once_whichever_is_seen_first() -> None:
+    tracker = RestartTracker()
+    tracker.n_restarts(4, T)  # the first poll: a baseline, not four restarts
+    tracker.invocation("a", T, first=True)
+    tracker.invocation("b", T + 5)  # journal first, then the poll: one restart
+    tracker.n_restarts(5, T + 6)
+    tracker.n_restarts(7, T + 20)  # two runs too short to log: two restarts
+    tracker.invocation("c", T + 21)  # one of them shows up in the journal after all
+    assert tracker.summary(T + 30).recent == 3
+
+
+def test_three_restarts_are_a_loop_until_the_host_stays_up() -> None:
+    tracker = RestartTracker()
+    tracker.invocation("a", T, first=True)
+    for i, run in enumerate("bcd"):
+        tracker.invocation(run, T + 30 * (i + 1))
+    last = T + 90
+    assert tracker.summary(last + 1).looping
+    assert tracker.summary(last + STABLE_S - 1).looping
+    calm = tracker.summary(last + STABLE_S + 1)
+    assert not calm.looping and calm.recent == 3
+    assert tracker.summary(last + WINDOW_S + 31).recent == 0
