@@ -98,7 +98,9 @@ async def cmd_status(args: argparse.Namespace) -> int:
         for record in records:
             print(json.dumps(record), flush=True)
     else:
-        table = Table("host", "connection", "health", "unit state", "sglang", "invocation", "flags")
+        # The unit's cell holds its state, invocation and release, one a line, so that at 80
+        # columns the flags keep room for `max_running=256` whole.
+        table = Table("host", "connection", "health", "unit", "flags")
         table.columns[3].min_width = len("NeedDaemonReload=yes")
         for r in records:
             conn = r["connection"]
@@ -109,11 +111,13 @@ async def cmd_status(args: argparse.Namespace) -> int:
             state = f"{r['active_state']}/{r['sub_state']}" if "active_state" in r else "-"
             if r.get("need_daemon_reload"):
                 state += "\nNeedDaemonReload=yes"  # the flags shown are the files' (see flags)
-            flags = " ".join(f"{k}={format_value(v)}" for k, v in r.get("flags", {}).items())
-            version = r.get("sglang_version") or "-"
-            invocation = r.get("invocation_id", "-")[:12]
+            flags = "\n".join(f"{k}={format_value(v)}" for k, v in r.get("flags", {}).items())
+            if r.get("invocation_id"):
+                state += f"\ninvocation {r['invocation_id'][:12]}"
+            if r.get("sglang_version"):
+                state += f"\nSGLang {r['sglang_version']}"
             health = r.get("health", "-")
-            table.add_row(r["host"], conn, health, state, version, invocation, flags or "-")
+            table.add_row(r["host"], conn, health, state, flags or "-")
         out.print(table)
     failed = any(not r["connected"] for r in records)
     return (
