@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.app import App, ComposeResult
 
+from console.events import ServiceStatus
 from widgets.host_table import HostTable
 
 HOSTS = [f"gpu{n:02d}" for n in range(1, 21)]
@@ -79,3 +80,19 @@ async def test_new_numbers_redraw_the_row_and_widen_its_column() -> None:
         assert "123456789" in lines[2]
         header = lines[0]
         assert header.index("alerts") > lines[2].index("123456789") + len("123456789")
+
+
+async def test_each_row_names_the_hosts_sglang_release() -> None:
+    app = TableApp()
+    async with app.run_test(size=(120, 12)) as pilot:
+        table = app.query_one(HostTable)
+        table.set_status(
+            ServiceStatus(host="gpu01", active_state="active", sglang_version="0.5.23")
+        )
+        table.set_status(ServiceStatus(host="gpu02", active_state="active"))
+        await pilot.pause()
+        lines = screen_lines(app)
+        header = lines[0].split()
+        column = header.index("sglang")
+        assert lines[1].split()[column] == "0.5.23"
+        assert lines[2].split()[column] == "-"
