@@ -38,7 +38,6 @@ COLUMNS = (
     "host",
     "connection",
     "unit",
-    "sglang",
     "budget",
     "topk",
     "graph",
@@ -46,6 +45,7 @@ COLUMNS = (
     "accept",
     "tok/s",
     "alerts",
+    "sglang",
 )
 
 
@@ -165,7 +165,6 @@ class HostTable(ScrollView, can_focus=True):
             row.name,
             conn,
             unit,
-            (status.sglang_version or "-") if status is not None else "-",
             _flag(flags.get("budget")),
             _flag(flags.get("topk")),
             _flag(graph),
@@ -173,6 +172,8 @@ class HostTable(ScrollView, can_focus=True):
             accept,
             tps,
             Text(str(row.alerts), style="bold red") if row.alerts else "-",
+            # last: at 80 columns the numbers that change matter more than the release
+            (status.sglang_version or "-") if status is not None else "-",
         ]
         if row.crashed:
             alarm = self.get_component_rich_style("host-table--crashed", partial=True)
