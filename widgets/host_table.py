@@ -48,8 +48,9 @@ COLUMNS = (
     "age",
     "restarts",
     "alerts",
+    "sglang",
 )
-DROP_ORDER = ("nvls", "topk", "graph", "budget", "#", "restarts", "unit", "age", "alerts")
+DROP_ORDER = ("sglang", "nvls", "topk", "graph", "budget", "#", "restarts", "unit", "age", "alerts")
 """Columns given up, in this order, when the table is narrower than all of them: host,
 connection, health, accept and tok/s stay (at 80 columns they are what an operator reads)."""
 HEALTH_STYLE = {"ok": "green", "closed": "yellow"}
@@ -226,6 +227,8 @@ class HostTable(ScrollView, can_focus=True):
             age,
             str(row.restarts) if row.restarts else "-",
             _alerts(row),
+            # last: at 80 columns the numbers that change matter more than the release
+            (status.sglang_version or "-") if status is not None else "-",
         ]
         if row.crashed or row.looping:
             alarm = self.get_component_rich_style("host-table--crashed", partial=True)

@@ -9,6 +9,8 @@ refused before anything touches the host, naming its replacement (`ArgStatus`).
 
 The data, `sglang_catalogue.json`, is built from the released wheels' own argparse parsers by
 `tools/sglang_catalogue.py` (see the README). Pure: no I/O beyond reading the package file.
+Standard library only: the simulated server (a plain `python3` on the testbed hosts) uses it.
+How a profile's flag is rewritten for a release is in `console.service.release_flags`.
 """
 
 from __future__ import annotations
@@ -16,25 +18,20 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
-
-from console.profiles import FlagSpec
-from console.service.execline import FlagError
 
 __all__ = [
     "ArgStatus",
     "Catalogue",
     "Option",
     "Release",
-    "ReleaseSpecs",
-    "adapt_spec",
     "catalogue",
     "deprecated_in",
     "release_key",
-    "release_specs",
+    "successor",
 ]
 
 _DATA = Path(__file__).with_name("sglang_catalogue.json")
@@ -206,7 +203,7 @@ def catalogue() -> Catalogue:
 _REPLACEMENT_RE = re.compile(r"(--[A-Za-z0-9-]+?)(?:-\{([\w,]+)\})?(?:=(\S+))?$")
 
 
-def _replacement_form(text: str) -> tuple[str, str | None] | None:
+def replacement_form(text: str) -> tuple[str, str | None] | None:
     """`--x-{decode,prefill}=disabled` → ("--x-decode", "disabled"); `--y` → ("--y", None)."""
     match = _REPLACEMENT_RE.match(text.strip())
     if match is None:
@@ -214,76 +211,6 @@ def _replacement_form(text: str) -> tuple[str, str | None] | None:
     stem, alternatives, value = match.groups()
     arg = stem if alternatives is None else f"{stem}-{alternatives.split(',')[0]}"
     return arg, value
-
-
-def adapt_spec(spec: FlagSpec, status: ArgStatus) -> FlagSpec | None:
-    """`spec` rewritten for a deprecated argument's replacement; None when it stays as it is.
-
-    A `--disable-cuda-graph` switch becomes `--cuda-graph-backend-decode disabled` (the same
-    switch, written `ARG VALUE`); a valued `--cuda-graph-max-bs` becomes
-    `--cuda-graph-max-bs-decode`. A replacement this cannot express is left alone (the
-    deprecated argument still works on that release).
-    """
-    if status.status != "deprecated" or not status.replacement or spec.arg is None:
-        return None
-    form = _replacement_form(status.replacement)
-    if form is None:
-        return None
-    arg, value = form
-    if spec.type == "switch":
-        if value is None:
-            return spec.model_copy(update={"arg": arg})
-        return spec.model_copy(update={"arg": arg, "value": value})
-    if value is not None:
-        return None
-    return spec.model_copy(update={"arg": arg})
-
-
-@dataclass(frozen=True)
-class ReleaseSpecs:
-    """A profile's flags as the host's release takes them."""
-
-    specs: Mapping[str, FlagSpec]
-    moved: Mapping[str, str] = field(default_factory=dict)
-    """Flag name → the deprecated argument it was written with, now replaced."""
-    notes: tuple[str, ...] = ()
-    """One sentence per argument the release deprecated (`specops set` prints them)."""
-
-
-def release_specs(
-    specs: Mapping[str, FlagSpec], names: Iterable[str], release: Release | None
-) -> ReleaseSpecs:
-    """`specs` with the flags `names` mapped to `release`'s arguments.
-
-    Raises FlagError (before anything touches the host) for an argument the release removed
-    or that its argparse would find ambiguous, naming the replacement.
-    """
-    if release is None:
-        return ReleaseSpecs(dict(specs))
-    book = catalogue()
-    out = dict(specs)
-    moved: dict[str, str] = {}
-    notes: list[str] = []
-    for name in names:
-        spec = specs[name]
-        if spec.arg is None:
-            continue
-        status = book.status(spec.arg, release)
-        if status.refused:
-            raise FlagError(
-                f"{status.describe()}: change 'arg' of flags.{name} in the profile", flag=name
-            )
-        if status.status != "deprecated":
-            continue
-        adapted = adapt_spec(spec, status)
-        if adapted is None:
-            notes.append(f"{name}: {status.describe()} (kept: no automatic translation)")
-            continue
-        out[name] = adapted
-        moved[name] = spec.arg
-        written = adapted.arg if adapted.value is None else f"{adapted.arg} {adapted.value}"
-        notes.append(f"{name}: {status.describe()}; writing {written}")
-    return ReleaseSpecs(out, moved, tuple(notes))
 
 
 @functools.lru_cache(maxsize=256)
@@ -296,7 +223,7 @@ def successor(arg: str) -> tuple[str, str | None] | None:
     for release in reversed(catalogue().releases):
         option = release.options.get(arg)
         if option is not None and option.deprecated:
-            return _replacement_form(option.deprecated)
+            return replacement_form(option.deprecated)
     return None
 
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from console.profiles import FlagSpec, FlagValue, Profile
-from console.service.catalogue import Release, catalogue, release_specs
+from console.service.catalogue import Release, catalogue
 from console.service.execline import FlagError
 from console.service.flags import (
     apply_flags,
@@ -34,6 +34,7 @@ from console.service.flags import (
     remove_argument,
     validate_value,
 )
+from console.service.release_flags import release_specs
 from console.service.unit import (
     ServiceExec,
     dropin_for,

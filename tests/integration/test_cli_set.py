@@ -197,8 +197,9 @@ async def test_audit_lists_commands_newest_last(
     assert set(lines[0]) == {"time", "host", "command", "exit", "duration_s"}
     assert cli_audit.cmd_audit(parse_args(["audit", "-n", "1", "--all"])) == 0
     text = capsys.readouterr().out.splitlines()
-    assert len(text) == 1 and "exit 0" in text[0]
-    assert text[0].endswith(sim.hosts["b300"].commands[-1])  # the newest command, as run
+    newest = sim.hosts["b300"].commands[-1]  # `flags` asks the release last
+    assert len(text) == 1 and "exit 0" in text[0] and text[0].endswith(newest)
+    assert "import sglang" in newest
 
 
 @pytest.mark.parametrize("presses", [1, 2])

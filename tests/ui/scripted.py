@@ -76,6 +76,10 @@ class FrozenMonitor(HostMonitor):
         return self.frozen_at
 
 
+RELEASES = ("0.5.23", "0.5.9-ddtree")
+"""The SGLang release each scripted host reports, in turn (the demo fleet mixes releases)."""
+
+
 class ScriptedFleet(Fleet):
     def start(self) -> None:
         now = time.time()
@@ -94,6 +98,7 @@ class ScriptedFleet(Fleet):
                     sub_state="running",
                     invocation_id=invocation[:32],
                     flags=dict(flags),
+                    sglang_version=RELEASES[n % len(RELEASES)],
                 )
             )
             graph = bool(flags["cuda_graph"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.app import App, ComposeResult
 
+from console.events import ServiceStatus
 from widgets.host_table import HostTable
 
 HOSTS = [f"gpu{n:02d}" for n in range(1, 21)]
@@ -72,10 +73,26 @@ async def test_new_numbers_redraw_the_row_and_widen_its_column() -> None:
         assert before.split()[-5:] == ["-", "-", "-", "-", "-"]
         table.set_metrics("gpu02", 4.8, 1650.0, graph=True)
         await pilot.pause()
-        assert screen_lines(app)[2].split()[-5:] == ["4.80", "1650", "-", "-", "-"]
+        assert screen_lines(app)[2].split()[-6:-1] == ["4.80", "1650", "-", "-", "-"]  # + release
         table.set_metrics("gpu02", 4.8, 123456789.0)  # wider than the `tok/s` header
         await pilot.pause()
         lines = screen_lines(app)
         assert "123456789" in lines[2]
         header = lines[0]
         assert header.index("alerts") > lines[2].index("123456789") + len("123456789")
+
+
+async def test_each_row_names_the_hosts_sglang_release() -> None:
+    app = TableApp()
+    async with app.run_test(size=(120, 12)) as pilot:
+        table = app.query_one(HostTable)
+        table.set_status(
+            ServiceStatus(host="gpu01", active_state="active", sglang_version="0.5.23")
+        )
+        table.set_status(ServiceStatus(host="gpu02", active_state="active"))
+        await pilot.pause()
+        lines = screen_lines(app)
+        header = lines[0].split()
+        column = header.index("sglang")
+        assert lines[1].split()[column] == "0.5.23"
+        assert lines[2].split()[column] == "-"

@@ -5,17 +5,10 @@ from __future__ import annotations
 import pytest
 
 from console.profiles import FlagSpec
-from console.service.catalogue import (
-    Release,
-    adapt_spec,
-    catalogue,
-    deprecated_in,
-    release_key,
-    release_specs,
-    successor,
-)
+from console.service.catalogue import Release, catalogue, deprecated_in, release_key, successor
 from console.service.execline import FlagError
 from console.service.flags import apply_flags, read_flags
+from console.service.release_flags import adapt_spec, release_specs
 
 CUDA_GRAPH = FlagSpec(arg="--disable-cuda-graph", type="switch", inverted=True)
 MAX_BS = FlagSpec(arg="--cuda-graph-max-bs", type="int", min=1, max=4096)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from console.service.catalogue import catalogue
@@ -75,3 +80,19 @@ def test_before_0_5_3_health_answers_while_the_model_loads() -> None:
     assert old.handle_http("GET", "/health_generate", b"")[0] == 503
     new = SimSGLang(BASE, {}, lambda message, priority: None, version="0.5.23")
     assert new.handle_http("GET", "/health", b"")[0] == 503
+
+
+def test_the_simulated_server_needs_only_the_standard_library() -> None:
+    """The testbed runs it with the hosts' plain `/usr/bin/python3`, which has no pydantic."""
+    code = (
+        "import sys\n"
+        "for name in ('pydantic', 'asyncssh', 'textual', 'rich'):\n"
+        "    sys.modules[name] = None\n"
+        "import console.sim.sglang_process\n"
+        "from console.sim.sglang import help_text\n"
+        "assert '--cuda-graph-backend-decode' in help_text('0.5.23')\n"
+    )
+    root = Path(__file__).parents[3]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
