@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     """Refuse every action that changes a host (same as `--read-only`)."""
     profiles_dir: Path | None = None
     """Where profiles live when `--profiles` is not given and ./profiles has none."""
+    inventory: Path | None = None
+    """An Ansible inventory (or a saved `ansible-inventory --list` JSON) naming the hosts; the
+    profiles directory then holds the templates (`all.toml`, `GROUP.toml`, `HOST.toml`)."""
 
     @classmethod
     def settings_customise_sources(

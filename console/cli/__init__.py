@@ -54,6 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="directory of host profiles (default: ./profiles, then ~/.config/specops/profiles)",
     )
     common.add_argument(
+        "--inventory",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="hosts from an Ansible inventory (or its saved `ansible-inventory --list` JSON); "
+        "--profiles then holds the templates all.toml, GROUP.toml, HOST.toml",
+    )
+    common.add_argument(
         "--read-only",
         action="store_true",
         default=argparse.SUPPRESS,
@@ -75,6 +82,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = build_parser().parse_args(argv)
     args.profiles = getattr(args, "profiles", None)
     args.read_only = getattr(args, "read_only", False)
+    args.inventory = getattr(args, "inventory", None)
     return args
 
 

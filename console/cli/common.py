@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 
 from console.audit import AuditLog
+from console.inventory import load_inventory_fleet
 from console.profiles import Profile, load_fleet
 from console.settings import config_dir, load_settings
 from console.transport.ssh import ConnState, HostSession
@@ -38,6 +39,9 @@ def default_profiles_dir() -> Path:
 
 def load_profiles(args: argparse.Namespace) -> list[Profile]:
     directory = Path(args.profiles) if args.profiles else default_profiles_dir()
+    inventory = getattr(args, "inventory", None) or load_settings().inventory
+    if inventory:
+        return load_inventory_fleet(Path(inventory).expanduser(), directory)
     return load_fleet(directory)
 
 
