@@ -16,13 +16,11 @@ import pytest
 
 from console.inventory import _find_ansible_inventory
 from console.profiles import Profile, load_fleet
+from tests.tools import needs
 
 SPECOPS = [sys.executable, "-m", "console"]
 
-pytestmark = pytest.mark.skipif(
-    _find_ansible_inventory() is None,
-    reason="ANSIBLE-INVENTORY IS NOT INSTALLED (pip install -e '.[test]' installs ansible-core)",
-)
+pytestmark = needs(_find_ansible_inventory(), "ansible-inventory", "pip install -e '.[test]'")
 
 
 @pytest.fixture(scope="module")

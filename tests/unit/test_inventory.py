@@ -10,13 +10,11 @@ import pytest
 
 from console import inventory
 from console.cli import main
-from console.inventory import load_inventory_fleet, read_inventory
+from console.inventory import _find_ansible_inventory, load_inventory_fleet, read_inventory
 from console.profiles import Profile, ProfileError
+from tests.tools import needs
 
-pytestmark = pytest.mark.skipif(
-    inventory._find_ansible_inventory() is None,
-    reason="ANSIBLE-INVENTORY IS NOT INSTALLED (pip install -e '.[test]' installs ansible-core)",
-)
+pytestmark = needs(_find_ansible_inventory(), "ansible-inventory", "pip install -e '.[test]'")
 
 H200 = "h200-a ansible_host=10.0.1.1 ansible_ssh_common_args='-o ProxyJump=jump@bastion:2200'"
 
