@@ -9,9 +9,19 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-Route = Callable[[str, str, bytes], tuple[int, dict[str, object]]]
+
+@dataclass(frozen=True)
+class TextPage:
+    """A non-JSON body (`/metrics`): `render(accept)` gives its content type and text for the
+    request's Accept header, as prometheus_client negotiates the exposition format."""
+
+    render: Callable[[str], tuple[str, str]]
+
+
+Route = Callable[[str, str, bytes], tuple[int, dict[str, object] | TextPage]]
 
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 503: "Service Unavailable"}
 
@@ -30,6 +40,7 @@ async def serve_http(reader: _Reader, writer: Any, route: Route) -> None:
             return
         method, path = parts[0], parts[1]
         length = 0
+        accept = ""
         while True:
             header = (await reader.readline()).decode("latin-1").strip()
             if not header:
@@ -37,12 +48,18 @@ async def serve_http(reader: _Reader, writer: Any, route: Route) -> None:
             name, _, value = header.partition(":")
             if name.strip().lower() == "content-length":
                 length = int(value.strip() or 0)
+            elif name.strip().lower() == "accept":
+                accept = value.strip()
         body = await reader.readexactly(length) if length else b""
         status, payload = route(method, path, body)
-        data = json.dumps(payload).encode()
+        if isinstance(payload, TextPage):
+            content_type, text = payload.render(accept)
+            data = text.encode()
+        else:
+            content_type, data = "application/json", json.dumps(payload).encode()
         head = (
             f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\n"
-            "Content-Type: application/json\r\n"
+            f"Content-Type: {content_type}\r\n"
             f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n"
         )
         writer.write(head.encode() + data)

@@ -10,7 +10,8 @@ CUDA graphs, and then logs decode lines whose numbers follow the configuration:
 - budget ≥ 32: the server runs but answers garbage (the smoke test must catch it).
 
 The same core runs in-process behind the simulated SSH host and as a real process under
-systemd in the test hosts (`console.sim.sglang_process`). HTTP is answered by `handle_http`.
+systemd in the test hosts (`console.sim.sglang_process`). HTTP is answered by `handle_http`;
+with `--enable-metrics` that includes `/metrics` (console/sim/metrics_page.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from console.sim.http import TextPage
+from console.sim.metrics_page import OPENMETRICS, TEXT, ServerState, render, wants_openmetrics
 
 Emit = Callable[[str, int], None]
 """(message, syslog priority) -> None."""
@@ -39,6 +43,17 @@ class ArgumentError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise ArgumentError(message)
+
+
+def _metric_labels(text: str) -> dict[str, str]:
+    """`--extra-metric-labels '{"variant": "eagle3"}'`: a JSON object of strings."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not JSON: {text!r}") from None
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise argparse.ArgumentTypeError(f"not a JSON object of strings: {text!r}")
+    return {str(k): v for k, v in value.items()}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--page-size", type=int, default=None)
     add("--trust-remote-code", action="store_true")
     add("--enable-metrics", action="store_true")
+    add("--extra-metric-labels", type=_metric_labels, default=None)
     add("--decode-log-interval", type=int, default=40)
     add("--log-level", default="info")
     add("--watchdog-timeout", type=float, default=300)
@@ -141,6 +157,10 @@ class SimSGLang:
         self._accept_sum = 0.0
         self._accept_n = 0
         self._last_tps = 0.0
+        self._gauges: tuple[float, float, int, int] = (0.0, 0.0, 0, 0)
+        """The last decode batch's accept length, accept rate, running and queued requests."""
+        self._tokens_total = 0.0
+        self._verify_total = 0.0
 
     # --- logging -----------------------------------------------------------------------
 
@@ -275,6 +295,12 @@ class SimSGLang:
             tokens = running * self.rng.randint(900, 1400)
             rate = (al - 1) / max(1, cfg.budget)
             graph = "True" if cfg.cuda_graph else "False"
+            queued = self.rng.randint(0, 2)
+            # The counters behind /metrics: every verify call of a request yields `al` tokens.
+            generated = tps * self.timing.decode_interval_s
+            self._tokens_total += generated
+            self._verify_total += generated / al
+            self._gauges = (al, rate, running, queued)
             if n % 10 == 1:
                 self.log(
                     f"Prefill batch, #new-seq: 1, #new-token: {self.rng.randint(80, 900)}, "
@@ -286,7 +312,7 @@ class SimSGLang:
                 f"Decode batch, #running-req: {running}, #token: {tokens}, "
                 f"token usage: {tokens / 1933682:.2f}, accept len: {al:.2f}, "
                 f"accept rate: {rate:.2f}, cuda graph: {graph}, "
-                f"gen throughput (token/s): {tps:.2f}, #queue-req: {self.rng.randint(0, 2)}"
+                f"gen throughput (token/s): {tps:.2f}, #queue-req: {queued}"
             )
             if n % 5 == 0:
                 self.log(
@@ -297,7 +323,9 @@ class SimSGLang:
 
     # --- HTTP ----------------------------------------------------------------------------
 
-    def handle_http(self, method: str, path: str, body: bytes) -> tuple[int, dict[str, object]]:
+    def handle_http(
+        self, method: str, path: str, body: bytes
+    ) -> tuple[int, dict[str, object] | TextPage]:
         path = path.split("?", 1)[0]
         if path in ("/health", "/health_generate"):
             return (200, {}) if self.ready else (503, {"error": "starting"})
@@ -305,6 +333,8 @@ class SimSGLang:
             return 503, {"error": "server is starting"}
         cfg = self.config
         assert cfg is not None
+        if path == "/metrics":
+            return (200, TextPage(self._metrics_page)) if cfg.args.enable_metrics else (404, {})
         if path == "/v1/models":
             return 200, {"object": "list", "data": [{"id": cfg.args.model_path, "object": "model"}]}
         if path in ("/server_info", "/get_server_info"):
@@ -322,6 +352,25 @@ class SimSGLang:
         if method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
             return self._complete(path, body)
         return 404, {"detail": "Not Found"}
+
+    def _metrics_page(self, accept: str) -> tuple[str, str]:
+        cfg = self.config
+        assert cfg is not None
+        al, rate, running, queued = self._gauges
+        state = ServerState(
+            model_name=cfg.args.model_path,
+            accept_length=al,
+            accept_rate=rate,
+            gen_throughput=self._last_tps,
+            running=running,
+            queued=queued,
+            cuda_graph=cfg.cuda_graph,
+            generation_tokens_total=round(self._tokens_total),
+            verify_calls_total=round(self._verify_total),
+            labels=tuple(sorted((cfg.args.extra_metric_labels or {}).items())),
+        )
+        openmetrics = wants_openmetrics(accept)
+        return (OPENMETRICS if openmetrics else TEXT), render(state, openmetrics=openmetrics)
 
     def _complete(self, path: str, body: bytes) -> tuple[int, dict[str, object]]:
         try:
