@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     inventory: Path | None = None
     """An Ansible inventory (or a saved `ansible-inventory --list` JSON) naming the hosts; the
     profiles directory then holds the templates (`all.toml`, `GROUP.toml`, `HOST.toml`)."""
+    prometheus_url: str | None = None
+    """A Prometheus that scrapes the hosts' SGLang /metrics (`http://HOST:9090`): `specops
+    metrics` then reads every host from it with one query per metric."""
 
     @classmethod
     def settings_customise_sources(

@@ -20,6 +20,7 @@ from console.cli import (
     audit,
     demo,
     flags,
+    metrics,
     snapshot,
     status,
     tail,
@@ -41,6 +42,7 @@ COMMANDS: dict[str, ModuleType] = {
     "set": set_,
     "audit": audit,
     "tail": tail,
+    "metrics": metrics,
 }
 """Command name → its module (`add_parser`, `run`), in the order `--help` lists them."""
 
