@@ -32,7 +32,7 @@ SERVER, PROMETHEUS = "/metrics", "prometheus"
 class HostNumbers:
     host: str
     source: str
-    """`/metrics` (the server itself) or `prometheus`: where every number of this record came from."""
+    """`/metrics` (the server itself) or `prometheus`: where every number here came from."""
     time: float
     accept_len: float | None = None
     """The last decode batch's accept length (SGLang's `spec_accept_length` gauge)."""
