@@ -24,6 +24,7 @@ from console.service.status import read_status
 from console.transport.ssh import CommandRecord, ConnState, HostSession, HostState, RemoteError
 from console.watch.journal import JournalFollower
 from console.watch.monitor import HostMonitor
+from console.watch.poller import poll_prometheus, poll_server
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,14 @@ class Fleet:
         history: int = 200,
         poll_s: float = 30.0,
         on_command: Callable[[CommandRecord], None] | None = None,
+        server_metrics_s: float = 0.0,
+        prometheus_url: str | None = None,
     ) -> None:
         self.profiles = {p.name: p for p in profiles}
+        self.server_metrics_s = server_metrics_s
+        """Seconds between reads of each server's /metrics (0: off); with `prometheus_url`,
+        between rounds of Prometheus queries for the whole fleet instead."""
+        self.prometheus_url = prometheus_url
         self.follow = follow
         self.history = history
         self.poll_s = poll_s
@@ -108,6 +115,20 @@ class Fleet:
                 )
                 self.followers[name] = follower
                 self._tasks.append(asyncio.create_task(follower.run(), name=f"journal:{name}"))
+        self._start_number_polls()
+
+    def _start_number_polls(self) -> None:
+        if self.server_metrics_s <= 0:
+            return
+        if self.prometheus_url:
+            poll = poll_prometheus(
+                self.prometheus_url, list(self.profiles.values()), self.emit, self.server_metrics_s
+            )
+            self._tasks.append(asyncio.create_task(poll, name="prometheus"))
+            return
+        for name, session in self.sessions.items():
+            poll = poll_server(session, self.profiles[name], self.emit, self.server_metrics_s)
+            self._tasks.append(asyncio.create_task(poll, name=f"metrics:{name}"))
 
     def _gate(self) -> Awaitable[None] | None:
         """The followers' gate: checked before each slice of journal is decoded."""

@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     prometheus_url: str | None = None
     """A Prometheus that scrapes the hosts' SGLang /metrics (`http://HOST:9090`): `specops
     metrics` then reads every host from it with one query per metric."""
+    server_metrics_s: float = Field(default=0.0, ge=0, le=3600)
+    """The TUI also reads each server's /metrics every this many seconds (0: off), or, with
+    `prometheus_url`, the whole fleet from Prometheus; the journal's numbers take precedence."""
 
     @classmethod
     def settings_customise_sources(

@@ -48,6 +48,10 @@ COLUMNS = (
 )
 
 
+SOURCE_MARK = {"/metrics": "m", "prometheus": "p"}
+"""The mark after a number that did not come from the journal (the journal's have none)."""
+
+
 @dataclass
 class HostRow:
     index: int
@@ -58,6 +62,8 @@ class HostRow:
     throughput: float | None = None
     graph: bool | None = None
     """CUDA-graph state of the newest decode batch (None: no decode line yet this run)."""
+    source: str = "journal"
+    """Where accept / tok/s came from: `journal`, `/metrics` or `prometheus` (marked m / p)."""
     crashed: bool = False
     """A crash signature was seen and no later run has logged ready yet."""
     alerts: int = 0
@@ -155,7 +161,9 @@ class HostTable(ScrollView, can_focus=True):
         else:
             style = {"active": "green", "failed": "bold red"}.get(status.active_state, "yellow")
             unit = Text(f"{status.active_state}/{status.sub_state}", style=style)
-        accept = f"{row.accept_len:.2f}" if row.accept_len is not None else "-"
+        accept: Text | str = f"{row.accept_len:.2f}" if row.accept_len is not None else "-"
+        if row.accept_len is not None and row.source in SOURCE_MARK:
+            accept = Text.assemble(str(accept), (f" {SOURCE_MARK[row.source]}", "dim"))
         tps = f"{row.throughput:.0f}" if row.throughput is not None else "-"
         # What the server did beats what the flags asked for (graphs can silently fall back).
         graph = row.graph if row.graph is not None else flags.get("cuda_graph")
@@ -222,8 +230,10 @@ class HostTable(ScrollView, can_focus=True):
         accept_len: float | None,
         throughput: float | None,
         graph: bool | None = None,
+        source: str = "journal",
     ) -> None:
         row = self.rows_by_name[name]
+        row.source = source
         row.accept_len = accept_len if accept_len is not None else row.accept_len
         row.throughput = throughput if throughput is not None else row.throughput
         row.graph = graph if graph is not None else row.graph

@@ -18,7 +18,12 @@ def run_tui(profiles: list[Profile], *, read_only: bool) -> int:
     from console.fleet import Fleet
 
     settings = load_settings()
-    fleet = Fleet(profiles, on_command=AuditLog().record)
+    fleet = Fleet(
+        profiles,
+        on_command=AuditLog().record,
+        server_metrics_s=settings.server_metrics_s,
+        prometheus_url=settings.prometheus_url,
+    )
     app = SpecopsApp(fleet, read_only=read_only, settings=settings)
     app.run()
     return app.return_code or 0

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from console.events import MetricsUpdated
+from console.fleet import Fleet
 from console.profiles import Profile
 from console.sim.fleet import SimFleet
 from console.sim.loopback import serve_on_loopback
@@ -133,8 +135,26 @@ async def test_specops_reads_the_fleet_back_from_prometheus(
             server._accept_sum / server._accept_n, abs=0.1
         )
     # one Prometheus serves the other checks too (it takes seconds to hold two scrapes)
+    await the_tui_fleet_reads_every_host_from_prometheus(scraped)
     await prometheus_holds_only_the_underscore_spelling(scraped)
     await every_dashboard_expression_runs_on_the_live_data(scraped)
+
+
+async def the_tui_fleet_reads_every_host_from_prometheus(scraped: Scraped) -> None:
+    """The TUI's fleet with prometheus_url: no journal, one round of queries for all hosts."""
+    fleet = Fleet(scraped.profiles, follow=False, server_metrics_s=0.5, prometheus_url=scraped.url)
+    seen: dict[str, MetricsUpdated] = {}
+    fleet.listen(lambda e: seen.setdefault(e.host, e) if isinstance(e, MetricsUpdated) else None)
+    fleet.start()
+    try:
+        for _ in range(50):
+            if len(seen) == len(scraped.profiles):
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        await fleet.stop()
+    assert {h: e.source for h, e in seen.items()} == {p.name: PROMETHEUS for p in scraped.profiles}
+    assert all(4.3 <= e.values["accept_len"] <= 4.5 for e in seen.values())
 
 
 async def prometheus_holds_only_the_underscore_spelling(scraped: Scraped) -> None:

@@ -8,6 +8,8 @@ import asyncio
 
 import pytest
 
+from console.events import MetricsUpdated
+from console.fleet import Fleet
 from console.profiles import Profile
 from console.sim.fleet import SimFleet
 from console.transport.ssh import HostSession
@@ -69,3 +71,28 @@ async def test_a_server_without_enable_metrics_says_so(
             await read_server_metrics(session, profile.service.port)
     finally:
         await session.close()
+
+
+async def test_the_fleet_reads_every_servers_page_without_a_journal(
+    sim: SimFleet, profiles: list[Profile]
+) -> None:
+    """No journal followed at all: the numbers still come, each saying it is from /metrics."""
+    for p in profiles:
+        await ready(sim, p.name)
+    fleet = Fleet(profiles, follow=False, server_metrics_s=0.3)
+    seen: dict[str, MetricsUpdated] = {}
+    fleet.listen(lambda e: seen.setdefault(e.host, e) if isinstance(e, MetricsUpdated) else None)
+    fleet.start()
+    try:
+        for _ in range(100):
+            if len(seen) == len(profiles):
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        await fleet.stop()
+    assert set(seen) == {p.name for p in profiles}
+    low, high = ACCEPT_RANGE
+    for event in seen.values():
+        assert event.source == "/metrics"
+        assert low <= event.values["accept_len"] <= high
+        assert event.graph is True
