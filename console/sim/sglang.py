@@ -370,7 +370,9 @@ class SimSGLang:
             labels=tuple(sorted((cfg.args.extra_metric_labels or {}).items())),
         )
         openmetrics = wants_openmetrics(accept)
-        return (OPENMETRICS if openmetrics else TEXT), render(state, openmetrics=openmetrics)
+        # Before the first decode batch prometheus_client has no sample of a labelled family.
+        page = render(state, openmetrics=openmetrics) if self._accept_n else ""
+        return (OPENMETRICS if openmetrics else TEXT), page
 
     def _complete(self, path: str, body: bytes) -> tuple[int, dict[str, object]]:
         try:

@@ -144,7 +144,12 @@ async def the_tui_fleet_reads_every_host_from_prometheus(scraped: Scraped) -> No
     """The TUI's fleet with prometheus_url: no journal, one round of queries for all hosts."""
     fleet = Fleet(scraped.profiles, follow=False, server_metrics_s=0.5, prometheus_url=scraped.url)
     seen: dict[str, MetricsUpdated] = {}
-    fleet.listen(lambda e: seen.setdefault(e.host, e) if isinstance(e, MetricsUpdated) else None)
+
+    def listen(event: object) -> None:
+        if isinstance(event, MetricsUpdated):
+            seen.setdefault(event.host, event)
+
+    fleet.listen(listen)
     fleet.start()
     try:
         for _ in range(50):

@@ -81,7 +81,12 @@ async def test_the_fleet_reads_every_servers_page_without_a_journal(
         await ready(sim, p.name)
     fleet = Fleet(profiles, follow=False, server_metrics_s=0.3)
     seen: dict[str, MetricsUpdated] = {}
-    fleet.listen(lambda e: seen.setdefault(e.host, e) if isinstance(e, MetricsUpdated) else None)
+
+    def listen(event: object) -> None:
+        if isinstance(event, MetricsUpdated):
+            seen.setdefault(event.host, event)
+
+    fleet.listen(listen)
     fleet.start()
     try:
         for _ in range(100):
