@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,9 +14,8 @@ import pytest
 
 from console.inventory import _find_ansible_inventory
 from console.profiles import Profile, load_fleet
+from tests.integration.support import SPECOPS, served_fleet
 from tests.tools import needs
-
-SPECOPS = [sys.executable, "-m", "console"]
 
 pytestmark = needs(_find_ansible_inventory(), "ansible-inventory", "pip install -e '.[test]'")
 
@@ -26,29 +23,8 @@ pytestmark = needs(_find_ansible_inventory(), "ansible-inventory", "pip install 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Two simulated hosts in their own process, as `specops demo --serve DIR` runs them."""
-    directory = tmp_path_factory.mktemp("fleet")
-    proc = subprocess.Popen(
-        [*SPECOPS, "demo", "--serve", str(directory), "--hosts", "2", "--load-delay", "0.3"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=_env(directory),
-    )
-    ready = threading.Event()
-
-    def wait_ready() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:  # keep draining so the server never blocks on a full pipe
-            if line.startswith("READY "):
-                ready.set()
-
-    threading.Thread(target=wait_ready, daemon=True).start()
-    try:
-        assert ready.wait(60), "demo --serve never printed READY"
+    with served_fleet(tmp_path_factory.mktemp("fleet"), hosts=2) as directory:
         yield directory
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def _env(directory: Path) -> dict[str, str]:

@@ -22,13 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from console.events import MetricsUpdated
 from console.fleet import Fleet
 from console.profiles import Profile
 from console.sim.fleet import SimFleet
 from console.sim.loopback import serve_on_loopback
 from console.transport.prometheus import query_range
 from console.watch.sources import PROMETHEUS, from_prometheus
+from tests.integration.support import first_numbers
 from tests.tools import needs
 
 PROMETHEUS_BIN = shutil.which("prometheus")
@@ -143,21 +143,7 @@ async def test_specops_reads_the_fleet_back_from_prometheus(
 async def the_tui_fleet_reads_every_host_from_prometheus(scraped: Scraped) -> None:
     """The TUI's fleet with prometheus_url: no journal, one round of queries for all hosts."""
     fleet = Fleet(scraped.profiles, follow=False, server_metrics_s=0.5, prometheus_url=scraped.url)
-    seen: dict[str, MetricsUpdated] = {}
-
-    def listen(event: object) -> None:
-        if isinstance(event, MetricsUpdated):
-            seen.setdefault(event.host, event)
-
-    fleet.listen(listen)
-    fleet.start()
-    try:
-        for _ in range(50):
-            if len(seen) == len(scraped.profiles):
-                break
-            await asyncio.sleep(0.1)
-    finally:
-        await fleet.stop()
+    seen = await first_numbers(fleet)
     assert {h: e.source for h, e in seen.items()} == {p.name: PROMETHEUS for p in scraped.profiles}
     assert all(4.3 <= e.values["accept_len"] <= 4.5 for e in seen.values())
 

@@ -8,13 +8,13 @@ import asyncio
 
 import pytest
 
-from console.events import MetricsUpdated
 from console.fleet import Fleet
 from console.profiles import Profile
 from console.sim.fleet import SimFleet
 from console.transport.ssh import HostSession
 from console.watch.server_metrics import MetricsUnavailable, read_server_metrics
 from console.watch.sources import SERVER, from_server
+from tests.integration.support import first_numbers
 
 ACCEPT_RANGE = (4.3, 4.5)
 """The simulated server at budget 8 with CUDA graphs (console/sim/sglang.py)."""
@@ -80,21 +80,7 @@ async def test_the_fleet_reads_every_servers_page_without_a_journal(
     for p in profiles:
         await ready(sim, p.name)
     fleet = Fleet(profiles, follow=False, server_metrics_s=0.3)
-    seen: dict[str, MetricsUpdated] = {}
-
-    def listen(event: object) -> None:
-        if isinstance(event, MetricsUpdated):
-            seen.setdefault(event.host, event)
-
-    fleet.listen(listen)
-    fleet.start()
-    try:
-        for _ in range(100):
-            if len(seen) == len(profiles):
-                break
-            await asyncio.sleep(0.1)
-    finally:
-        await fleet.stop()
+    seen = await first_numbers(fleet)
     assert set(seen) == {p.name for p in profiles}
     low, high = ACCEPT_RANGE
     for event in seen.values():
