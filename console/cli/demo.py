@@ -15,21 +15,26 @@ from typing import TYPE_CHECKING, Any
 from console.cli.common import EXIT_OK, UsageError, out, require_terminal
 from console.cli.tui import run_tui
 
+MAX_HOSTS = 256
+"""console/sim/fleet.py's MAX_HOSTS (the simulator is only imported when the demo runs)."""
+
 if TYPE_CHECKING:
     from console.sim.sglang import Timing
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     demo = sub.add_parser("demo", parents=[common], help="the TUI over a simulated GPU fleet")
-    demo.add_argument("--hosts", type=int, default=2, help="number of simulated hosts (1-64)")
+    demo.add_argument(
+        "--hosts", type=int, default=2, help=f"number of simulated hosts (1-{MAX_HOSTS})"
+    )
     demo.add_argument("--serve", metavar="DIR", help="run the fleet headless; files go to DIR")
     demo.add_argument("--load-delay", type=float, default=4.0, help=argparse.SUPPRESS)
     demo.add_argument("--decode-interval", type=float, default=1.0, help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:
-    if not 1 <= args.hosts <= 64:
-        raise UsageError(f"--hosts {args.hosts}: must be between 1 and 64")
+    if not 1 <= args.hosts <= MAX_HOSTS:
+        raise UsageError(f"--hosts {args.hosts}: must be between 1 and {MAX_HOSTS}")
     return run_demo(args)
 
 
