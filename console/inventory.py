@@ -57,7 +57,7 @@ class InventoryHost:
     variables: Mapping[str, Any]
 
 
-def _find_ansible_inventory() -> str | None:
+def find_ansible_inventory() -> str | None:
     # The console script of ansible-core lands next to the interpreter that installed it,
     # which is not always on PATH (a virtualenv used without activating it).
     beside = Path(sys.executable).parent / ANSIBLE_INVENTORY
@@ -84,7 +84,7 @@ def _saved_listing(path: Path) -> dict[str, Any] | None:
 
 
 def _run_ansible_inventory(path: Path) -> dict[str, Any]:
-    program = _find_ansible_inventory()
+    program = find_ansible_inventory()
     if program is None:
         raise ProfileError(
             f"{path}: `{ANSIBLE_INVENTORY}` is not installed (pip install ansible-core), "

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from console.inventory import _find_ansible_inventory
+from console.inventory import find_ansible_inventory
 from console.profiles import Profile, load_fleet
 from tests.integration.support import SPECOPS, served_fleet
 from tests.tools import needs
 
-pytestmark = needs(_find_ansible_inventory(), "ansible-inventory", "pip install -e '.[test]'")
+pytestmark = needs(find_ansible_inventory(), "ansible-inventory", "pip install -e '.[test]'")
 
 
 @pytest.fixture(scope="module")

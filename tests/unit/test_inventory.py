@@ -10,11 +10,11 @@ import pytest
 
 from console import inventory
 from console.cli import main
-from console.inventory import _find_ansible_inventory, load_inventory_fleet, read_inventory
+from console.inventory import find_ansible_inventory, load_inventory_fleet, read_inventory
 from console.profiles import Profile, ProfileError
 from tests.tools import needs
 
-pytestmark = needs(_find_ansible_inventory(), "ansible-inventory", "pip install -e '.[test]'")
+pytestmark = needs(find_ansible_inventory(), "ansible-inventory", "pip install -e '.[test]'")
 
 H200 = "h200-a ansible_host=10.0.1.1 ansible_ssh_common_args='-o ProxyJump=jump@bastion:2200'"
 
@@ -145,7 +145,7 @@ def test_a_saved_listing_is_read_without_ansible(
 ) -> None:
     source = tmp_path / "hosts.ini"
     source.write_text(INI)
-    program = inventory._find_ansible_inventory()
+    program = inventory.find_ansible_inventory()
     assert program is not None
     listing = subprocess.run(
         [program, "-i", str(source), "--list"], capture_output=True, text=True, check=True
@@ -154,7 +154,7 @@ def test_a_saved_listing_is_read_without_ansible(
     saved.write_text(listing)
     directory = templates(tmp_path, all=ALL, b300=B300)
     ran = load_inventory_fleet(source, directory)
-    monkeypatch.setattr(inventory, "_find_ansible_inventory", lambda: None)
+    monkeypatch.setattr(inventory, "find_ansible_inventory", lambda: None)
     assert load_inventory_fleet(saved, directory) == ran
     with pytest.raises(ProfileError, match="ansible-inventory` is not installed"):
         read_inventory(source)
