@@ -63,6 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--profiles then holds the templates all.toml, GROUP.toml, HOST.toml",
     )
     common.add_argument(
+        "--group",
+        metavar="NAME",
+        action="append",
+        default=argparse.SUPPRESS,
+        help="only the hosts in this group (an inventory group, or a profile's `groups`); "
+        "repeat for several",
+    )
+    common.add_argument(
         "--read-only",
         action="store_true",
         default=argparse.SUPPRESS,
@@ -85,6 +93,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.profiles = getattr(args, "profiles", None)
     args.read_only = getattr(args, "read_only", False)
     args.inventory = getattr(args, "inventory", None)
+    args.group = getattr(args, "group", None)
     return args
 
 

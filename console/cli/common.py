@@ -41,8 +41,23 @@ def load_profiles(args: argparse.Namespace) -> list[Profile]:
     directory = Path(args.profiles) if args.profiles else default_profiles_dir()
     inventory = getattr(args, "inventory", None) or load_settings().inventory
     if inventory:
-        return load_inventory_fleet(Path(inventory).expanduser(), directory)
-    return load_fleet(directory)
+        profiles = load_inventory_fleet(Path(inventory).expanduser(), directory)
+    else:
+        profiles = load_fleet(directory)
+    groups = getattr(args, "group", None)
+    return in_groups(profiles, groups) if groups else profiles
+
+
+def in_groups(profiles: list[Profile], groups: list[str]) -> list[Profile]:
+    """The hosts in any of `groups`; a group no host is in is a usage error naming them."""
+    known = {g for p in profiles for g in p.groups}
+    unknown = [g for g in groups if g not in known]
+    if unknown:
+        raise UsageError(
+            f"no host is in group {', '.join(map(repr, unknown))}; "
+            f"groups: {', '.join(sorted(known)) or 'none (profiles name no groups)'}"
+        )
+    return [p for p in profiles if set(p.groups) & set(groups)]
 
 
 def new_session(profile: Profile) -> HostSession:

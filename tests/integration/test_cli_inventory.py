@@ -108,3 +108,27 @@ def test_status_over_a_yaml_inventory_with_a_range_and_a_proxy_jump(
     records = status(served, inventory, write_templates(served, tmp_path / "templates"))
     assert [r["host"] for r in records] == ["gpu-01", "gpu-02"]
     assert all(r["connected"] and r["sub_state"] == "running" for r in records), records
+
+
+def test_group_selects_the_hosts_of_an_inventory_group(served: Path, tmp_path: Path) -> None:
+    one, two = sim_profiles(served)
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(
+        f"[first]\n{one.name} ansible_port={one.ssh.port}\n"
+        f"[second]\n{two.name} ansible_port={two.ssh.port}\n"
+        "[all:vars]\nansible_host=127.0.0.1\nansible_user=root\n"
+        f"ansible_ssh_private_key_file={served / 'id_ed25519'}\n"
+    )
+    templates = write_templates(served, tmp_path / "templates")
+    (templates / "sim.toml").rename(templates / "second.toml")  # `first` has all.toml only
+    argv = [*SPECOPS, "status", "--inventory", str(inventory), "--profiles", str(templates)]
+    result = subprocess.run(
+        [*argv, "--group", "second", "--json"], capture_output=True, text=True, env=_env(served)
+    )
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line)["host"] for line in result.stdout.splitlines()] == [two.name]
+    wrong = subprocess.run(
+        [*argv, "--group", "third"], capture_output=True, text=True, env=_env(served)
+    )
+    assert wrong.returncode == 2
+    assert "no host is in group 'third'; groups: first, second" in " ".join(wrong.stderr.split())
