@@ -100,6 +100,8 @@ STATS_INTERVAL_S = 1.0
 METRICS_INTERVAL_S = 0.25
 """How often new numbers are drawn (chart, host table, stats): at most 4 layouts a second."""
 ALERTS_KEPT = 200
+JOURNAL_PRECEDENCE_S = 15.0
+"""A host's journal numbers this recent keep /metrics' and Prometheus' out of its table row."""
 ALERT_TIMEOUT_S = 30.0
 """A crash loop notifies once per this many seconds per host and signature."""
 NOTIFY_TIMEOUT_S = 6.0
@@ -176,6 +178,9 @@ class SpecopsApp(App[int]):
         # Written by the engine's thread, read here: a dict item assignment and popitem, a
         # deque append and popleft, and two counters each written by one side only.
         self._metrics_due: dict[str, MetricsUpdated] = {}
+        self._journal_numbers_at: dict[str, float] = {}
+        """When each host's journal last gave numbers (monotonic); /metrics or Prometheus
+        numbers fill the table only when the journal has given none for a while."""
         self._inbox: deque[JournalBatch] = deque()
         self._inbox_added = 0
         self._inbox_taken = 0
@@ -270,7 +275,9 @@ class SpecopsApp(App[int]):
             self._inbox_added += len(event.entries)
             self._inbox.append(event)
         elif isinstance(event, MetricsUpdated):
-            self._metrics_due[event.host] = event  # drawn by the metrics timer
+            due = self._metrics_due.get(event.host)
+            if event.source == "journal" or due is None or due.source != "journal":
+                self._metrics_due[event.host] = event  # drawn by the metrics timer
         elif isinstance(event, CrashDetected):
             self.post_message(CrashReceived(event))
         elif isinstance(event, HealthChecked):
@@ -485,11 +492,23 @@ class SpecopsApp(App[int]):
         if not self._metrics_due or chart is None or table is None:
             return
         due = [self._metrics_due.popitem() for _ in range(len(self._metrics_due))]
+        now = time.monotonic()
         for host, event in due:
+            if event.source == "journal":
+                self._journal_numbers_at[host] = now
+            elif (
+                now - self._journal_numbers_at.get(host, -JOURNAL_PRECEDENCE_S)
+                < JOURNAL_PRECEDENCE_S
+            ):
+                continue  # the journal's own numbers are fresh: they stay in the table
             chart.update_host(host, self._chart_values(host))
             values = event.values
             table.set_metrics(
-                host, values.get("accept_len"), values.get("gen_throughput"), event.graph
+                host,
+                values.get("accept_len"),
+                values.get("gen_throughput"),
+                event.graph,
+                source=event.source,
             )
         # The stats panel (a table of windows over minutes) is redrawn by its 1 s timer:
         # drawing it at 4 Hz was the most expensive part of a busy frame.

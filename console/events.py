@@ -90,6 +90,9 @@ class MetricsUpdated:
     """`accept_len`, `gen_throughput`, ... and the profile's `[[metrics]]` names."""
     graph: bool | None = None
     """Whether the newest decode batch ran in a CUDA (or NPU...) graph; None when unknown."""
+    source: str = "journal"
+    """Where the numbers came from: `journal`, `/metrics` (the server's own page) or
+    `prometheus` (console/watch/poller.py)."""
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from console.transport.ssh import CommandRecord, ConnState, HostSession, HostSta
 from console.watch.health import probe_health
 from console.watch.journal import JournalFollower
 from console.watch.monitor import HostMonitor
+from console.watch.poller import poll_prometheus, poll_server
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +50,14 @@ class Fleet:
         health_s: float = 5.0,
         on_command: Callable[[CommandRecord], None] | None = None,
         on_action: Callable[[ActionRecord], None] | None = None,
+        server_metrics_s: float = 0.0,
+        prometheus_url: str | None = None,
     ) -> None:
         self.profiles = {p.name: p for p in profiles}
+        self.server_metrics_s = server_metrics_s
+        """Seconds between reads of each server's /metrics (0: off); with `prometheus_url`,
+        between rounds of Prometheus queries for the whole fleet instead."""
+        self.prometheus_url = prometheus_url
         self.follow = follow
         self.history = history
         self.poll_s = poll_s
@@ -124,6 +131,20 @@ class Fleet:
                 )
                 self.followers[name] = follower
                 self._tasks.append(asyncio.create_task(follower.run(), name=f"journal:{name}"))
+        self._start_number_polls()
+
+    def _start_number_polls(self) -> None:
+        if self.server_metrics_s <= 0:
+            return
+        if self.prometheus_url:
+            poll = poll_prometheus(
+                self.prometheus_url, list(self.profiles.values()), self.emit, self.server_metrics_s
+            )
+            self._tasks.append(asyncio.create_task(poll, name="prometheus"))
+            return
+        for name, session in self.sessions.items():
+            poll = poll_server(session, self.profiles[name], self.emit, self.server_metrics_s)
+            self._tasks.append(asyncio.create_task(poll, name=f"metrics:{name}"))
 
     def _gate(self) -> Awaitable[None] | None:
         """The followers' gate: checked before each slice of journal is decoded."""

@@ -222,6 +222,8 @@ class Profile(_Strict):
     flags: dict[str, FlagSpec] = {}
     artifacts: ArtifactsConfig = ArtifactsConfig()
     metrics: tuple[MetricPattern, ...] = ()
+    groups: tuple[str, ...] = ()
+    """Fleet groups the host is in (from an Ansible inventory: its groups, shallowest first)."""
 
     @field_validator("name")
     @classmethod

@@ -58,6 +58,15 @@ class Settings(BaseSettings):
     """Refuse every action that changes a host (same as `--read-only`)."""
     profiles_dir: Path | None = None
     """Where profiles live when `--profiles` is not given and ./profiles has none."""
+    inventory: Path | None = None
+    """An Ansible inventory (or a saved `ansible-inventory --list` JSON) naming the hosts; the
+    profiles directory then holds the templates (`all.toml`, `GROUP.toml`, `HOST.toml`)."""
+    prometheus_url: str | None = None
+    """A Prometheus that scrapes the hosts' SGLang /metrics (`http://HOST:9090`): `specops
+    metrics` then reads every host from it with one query per metric."""
+    server_metrics_s: float = Field(default=0.0, ge=0, le=3600)
+    """The TUI also reads each server's /metrics every this many seconds (0: off), or, with
+    `prometheus_url`, the whole fleet from Prometheus; the journal's numbers take precedence."""
 
     @classmethod
     def settings_customise_sources(

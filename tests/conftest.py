@@ -17,3 +17,18 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     return home
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Tests skipped for a missing program say so loudly (tests/tools.py)."""
+    from tests.tools import MISSING
+
+    skipped = [
+        report
+        for report in terminalreporter.stats.get("skipped", [])
+        if MISSING in str(getattr(report, "longrepr", ""))
+    ]
+    if skipped:
+        terminalreporter.write_sep(
+            "!", f"{len(skipped)} TESTS SKIPPED: A PROGRAM THEY RUN IS {MISSING}", yellow=True
+        )

@@ -67,6 +67,10 @@ def age_text(seconds: float) -> str:
     return f"{s // 3600}h{s // 60 % 60:02d}"
 
 
+SOURCE_MARK = {"/metrics": "m", "prometheus": "p"}
+"""The mark after a number that did not come from the journal (the journal's have none)."""
+
+
 @dataclass
 class HostRow:
     index: int
@@ -83,6 +87,8 @@ class HostRow:
     """Age of this run's newest decode line; None before its first one."""
     stale: bool = False
     """No decode line for longer than the host's own rhythm allows: the numbers are old."""
+    source: str = "journal"
+    """Where accept / tok/s came from: `journal`, `/metrics` or `prometheus` (marked m / p)."""
     crashed: bool = False
     """A crash signature was seen and no later run has logged ready yet."""
     alerts: int = 0
@@ -210,6 +216,8 @@ class HostTable(ScrollView, can_focus=True):
         health: Text | str = "-"
         if row.health is not None:
             health = Text(row.health, style=HEALTH_STYLE.get(row.health, "bold red"))
+        if row.accept_len is not None and row.source in SOURCE_MARK:
+            accept = Text.assemble(accept, (f" {SOURCE_MARK[row.source]}", "dim"))
         # What the server did beats what the flags asked for (graphs can silently fall back).
         graph = row.graph if row.graph is not None else flags.get("cuda_graph")
         cells: list[Text | str] = [
@@ -300,8 +308,10 @@ class HostTable(ScrollView, can_focus=True):
         accept_len: float | None,
         throughput: float | None,
         graph: bool | None = None,
+        source: str = "journal",
     ) -> None:
         row = self.rows_by_name[name]
+        row.source = source
         row.accept_len = accept_len if accept_len is not None else row.accept_len
         row.throughput = throughput if throughput is not None else row.throughput
         row.graph = graph if graph is not None else row.graph

@@ -26,6 +26,7 @@ from console.cli import (
     flags,
     history,
     manifest,
+    metrics,
     report,
     rollback,
     snapshot,
@@ -55,6 +56,7 @@ COMMANDS: dict[str, ModuleType] = {
     "history": history,
     "audit": audit,
     "tail": tail,
+    "metrics": metrics,
 }
 """Command name → its module (`add_parser`, `run`), in the order `--help` lists them."""
 
@@ -66,6 +68,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         default=argparse.SUPPRESS,
         help="directory of host profiles (default: ./profiles, then ~/.config/specops/profiles)",
+    )
+    common.add_argument(
+        "--inventory",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="hosts from an Ansible inventory (or its saved `ansible-inventory --list` JSON); "
+        "--profiles then holds the templates all.toml, GROUP.toml, HOST.toml",
+    )
+    common.add_argument(
+        "--group",
+        metavar="NAME",
+        action="append",
+        default=argparse.SUPPRESS,
+        help="only the hosts in this group (an inventory group, or a profile's `groups`); "
+        "repeat for several",
     )
     common.add_argument(
         "--read-only",
@@ -89,6 +106,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = build_parser().parse_args(argv)
     args.profiles = getattr(args, "profiles", None)
     args.read_only = getattr(args, "read_only", False)
+    args.inventory = getattr(args, "inventory", None)
+    args.group = getattr(args, "group", None)
     return args
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from rich.console import Console
 
 from console.audit import AuditLog
+from console.inventory import load_inventory_fleet
 from console.profiles import Profile, load_fleet
 from console.settings import config_dir, load_settings, settings_path
 from console.transport.ssh import ConnState, HostSession, check_identity
@@ -39,10 +40,27 @@ def default_profiles_dir() -> Path:
 
 def load_profiles(args: argparse.Namespace) -> list[Profile]:
     directory = Path(args.profiles) if args.profiles else default_profiles_dir()
-    profiles = load_fleet(directory)
+    inventory = getattr(args, "inventory", None) or load_settings().inventory
+    if inventory:
+        profiles = load_inventory_fleet(Path(inventory).expanduser(), directory)
+    else:
+        profiles = load_fleet(directory)
     for profile in profiles:
         check_identity(profile)
-    return profiles
+    groups = getattr(args, "group", None)
+    return in_groups(profiles, groups) if groups else profiles
+
+
+def in_groups(profiles: list[Profile], groups: list[str]) -> list[Profile]:
+    """The hosts in any of `groups`; a group no host is in is a usage error naming them."""
+    known = {g for p in profiles for g in p.groups}
+    unknown = [g for g in groups if g not in known]
+    if unknown:
+        raise UsageError(
+            f"no host is in group {', '.join(map(repr, unknown))}; "
+            f"groups: {', '.join(sorted(known)) or 'none (profiles name no groups)'}"
+        )
+    return [p for p in profiles if set(p.groups) & set(groups)]
 
 
 def new_session(profile: Profile) -> HostSession:

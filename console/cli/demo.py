@@ -24,13 +24,18 @@ from console.cli.common import EXIT_OK, UsageError, out, require_terminal
 from console.cli.tui import run_tui
 from console.settings import STATE_DIR_ENV
 
+MAX_HOSTS = 256
+"""console/sim/fleet.py's MAX_HOSTS (the simulator is only imported when the demo runs)."""
+
 if TYPE_CHECKING:
     from console.sim.sglang import Timing
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     demo = sub.add_parser("demo", parents=[common], help="the TUI over a simulated GPU fleet")
-    demo.add_argument("--hosts", type=int, default=2, help="number of simulated hosts (1-64)")
+    demo.add_argument(
+        "--hosts", type=int, default=2, help=f"number of simulated hosts (1-{MAX_HOSTS})"
+    )
     demo.add_argument("--serve", metavar="DIR", help="run the fleet headless; files go to DIR")
     demo.add_argument(
         "--sglang-version",
@@ -46,8 +51,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not 1 <= args.hosts <= 64:
-        raise UsageError(f"--hosts {args.hosts}: must be between 1 and 64")
+    if not 1 <= args.hosts <= MAX_HOSTS:
+        raise UsageError(f"--hosts {args.hosts}: must be between 1 and {MAX_HOSTS}")
     return run_demo(args)
 
 

@@ -69,6 +69,8 @@ def _status_record(
         "connected": state.state is ConnState.CONNECTED,
         "unit": profile.service.unit,
     }
+    if profile.groups:
+        record["groups"] = list(profile.groups)
     if state.detail:
         record["detail"] = state.detail
     if state.fingerprint:

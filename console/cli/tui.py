@@ -25,7 +25,13 @@ def build_app(profiles: list[Profile], *, read_only: bool) -> SpecopsApp:
     settings = load_settings()
     secrets = frozenset().union(*(p.secret_names for p in profiles))
     audit = AuditLog(secrets=secrets)
-    fleet = Fleet(profiles, on_command=audit.record, on_action=audit.action)
+    fleet = Fleet(
+        profiles,
+        on_command=audit.record,
+        on_action=audit.action,
+        server_metrics_s=settings.server_metrics_s,
+        prometheus_url=settings.prometheus_url,
+    )
     return SpecopsApp(fleet, read_only=read_only, settings=settings)
 
 

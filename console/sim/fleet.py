@@ -21,6 +21,9 @@ from console.profiles import Profile, load_fleet
 from console.sim.host import SimHost
 from console.sim.sglang import Timing
 
+MAX_HOSTS = 256
+"""Enough for the 200-host benchmark (bench/hundreds.py)."""
+
 HOST_NAMES = ("b300", "pro6000", "h200", "gb200", "mi355", "l40s", "a100", "rtx6000")
 
 DEMO_COMMENT = (
@@ -157,8 +160,8 @@ class SimFleet:
         soak_s: float | None = None,
         versions: Sequence[str] = (),
     ) -> None:
-        if not 1 <= hosts <= 64:
-            raise ValueError("a simulated fleet has 1 to 64 hosts")
+        if not 1 <= hosts <= MAX_HOSTS:
+            raise ValueError(f"a simulated fleet has 1 to {MAX_HOSTS} hosts")
         self.directory = directory
         self.names = [
             HOST_NAMES[i] if i < len(HOST_NAMES) else f"gpu{i + 1:02d}" for i in range(hosts)

@@ -54,7 +54,7 @@ Type=simple
 Environment=PYTHONUNBUFFERED=1
 Environment=SGLANG_DDTREE_MAX_TOPK=4
 {extra}ExecStart={python} -m sglang.launch_server --model-path /models/Kimi-K2.6 --tp 8 \\
-    --host 127.0.0.1 --port {port} --trust-remote-code \\
+    --host 127.0.0.1 --port {port} --trust-remote-code --enable-metrics \\
     --speculative-algorithm DFLASH --speculative-draft-model-path /models/k26-dflash-b16 \\
     --speculative-dflash-enable-ddtree --speculative-num-draft-tokens {budget} \\
     --max-running-requests 32 --speculative-draft-window-size 4096

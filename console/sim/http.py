@@ -9,10 +9,20 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-Route = Callable[[str, str, bytes, dict[str, str]], tuple[int, dict[str, object]]]
-"""(method, path, body, headers with lower-case names) → (status, JSON body)."""
+
+@dataclass(frozen=True)
+class TextPage:
+    """A non-JSON body (`/metrics`): `render(accept)` gives its content type and text for the
+    request's Accept header, as prometheus_client negotiates the exposition format."""
+
+    render: Callable[[str], tuple[str, str]]
+
+
+Route = Callable[[str, str, bytes, dict[str, str]], tuple[int, dict[str, object] | TextPage]]
+"""(method, path, body, headers with lower-case names) → (status, JSON body or a page)."""
 
 REASONS = {
     200: "OK",
@@ -46,10 +56,14 @@ async def serve_http(reader: _Reader, writer: Any, route: Route) -> None:
         length = int(headers.get("content-length") or 0)
         body = await reader.readexactly(length) if length else b""
         status, payload = route(method, path, body, headers)
-        data = json.dumps(payload).encode()
+        if isinstance(payload, TextPage):
+            content_type, text = payload.render(headers.get("accept", ""))
+            data = text.encode()
+        else:
+            content_type, data = "application/json", json.dumps(payload).encode()
         head = (
             f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\n"
-            "Content-Type: application/json\r\n"
+            f"Content-Type: {content_type}\r\n"
             f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n"
         )
         writer.write(head.encode() + data)

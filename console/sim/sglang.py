@@ -11,7 +11,8 @@ CUDA graphs, and then logs decode lines whose numbers follow the configuration:
 - budget ≥ 32: the server runs but answers garbage (the smoke test must catch it).
 
 The same core runs in-process behind the simulated SSH host and as a real process under
-systemd in the test hosts (`console.sim.sglang_process`). HTTP is answered by `handle_http`.
+systemd in the test hosts (`console.sim.sglang_process`). HTTP is answered by `handle_http`;
+with `--enable-metrics` that includes `/metrics` (console/sim/metrics_page.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from console.service.catalogue import Release
 from console.service.health import health_is_liveness
 from console.sim import releases
 from console.sim.failures import SIGQUIT_RUNNING, FailurePlan, FailureTiming
+from console.sim.http import TextPage
+from console.sim.metrics_page import OPENMETRICS, TEXT, ServerState, render, wants_openmetrics
 
 Emit = Callable[[str, int], None]
 """(message, syslog priority) -> None."""
@@ -45,6 +48,17 @@ class ArgumentError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise ArgumentError(message)
+
+
+def _metric_labels(text: str) -> dict[str, str]:
+    """`--extra-metric-labels '{"variant": "eagle3"}'`: a JSON object of strings."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not JSON: {text!r}") from None
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise argparse.ArgumentTypeError(f"not a JSON object of strings: {text!r}")
+    return {str(k): v for k, v in value.items()}
 
 
 def build_parser(release: Release | None = None) -> argparse.ArgumentParser:
@@ -79,6 +93,7 @@ def build_parser(release: Release | None = None) -> argparse.ArgumentParser:
     add("--page-size", type=int, default=None)
     add("--trust-remote-code", action="store_true")
     add("--enable-metrics", action="store_true")
+    add("--extra-metric-labels", type=_metric_labels, default=None)
     add("--decode-log-interval", type=int, default=40)
     add("--log-level", default="info")
     add("--watchdog-timeout", type=float, default=300)
@@ -169,6 +184,10 @@ class SimSGLang:
         self.failures: FailurePlan | None = None
         self.ready_at: float | None = None
         """time.monotonic() when the server said it was ready."""
+        self._gauges: tuple[float, float, int, int] = (0.0, 0.0, 0, 0)
+        """The last decode batch's accept length, accept rate, running and queued requests."""
+        self._tokens_total = 0.0
+        self._verify_total = 0.0
 
     # --- logging -----------------------------------------------------------------------
 
@@ -318,6 +337,12 @@ class SimSGLang:
             running, tokens, capacity = load.running, load.tokens, load.capacity
             rate = (al - 1) / max(1, cfg.budget)
             graph = "True" if cfg.cuda_graph else "False"
+            queued = self.rng.randint(0, 2)
+            # The counters behind /metrics: every verify call of a request yields `al` tokens.
+            generated = tps * self.timing.decode_interval_s
+            self._tokens_total += generated
+            self._verify_total += generated / al
+            self._gauges = (al, rate, running, queued)
             if n % 10 == 1:
                 self.log(
                     f"Prefill batch, #new-seq: 1, #new-token: {self.rng.randint(80, 900)}, "
@@ -335,7 +360,7 @@ class SimSGLang:
                     accept_rate=rate,
                     graph=cfg.cuda_graph,
                     throughput=tps,
-                    queue=self.rng.randint(0, 2),
+                    queue=queued,
                     iteration=n * cfg.max_running,
                 )
             )
@@ -360,7 +385,7 @@ class SimSGLang:
 
     def handle_http(
         self, method: str, path: str, body: bytes, headers: Mapping[str, str] | None = None
-    ) -> tuple[int, dict[str, object]]:
+    ) -> tuple[int, dict[str, object] | TextPage]:
         path = path.split("?", 1)[0]
         key = self.config.args.api_key if self.config is not None else None
         # SGLang's add_api_key_middleware (srt/utils.py): /health* and /metrics* are open,
@@ -378,6 +403,8 @@ class SimSGLang:
             return 503, {"error": "server is starting"}
         cfg = self.config
         assert cfg is not None
+        if path == "/metrics":
+            return (200, TextPage(self._metrics_page)) if cfg.args.enable_metrics else (404, {})
         if path == "/v1/models":
             return 200, {"object": "list", "data": [{"id": cfg.args.model_path, "object": "model"}]}
         if path in ("/server_info", "/get_server_info"):
@@ -395,6 +422,27 @@ class SimSGLang:
         if method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
             return self._complete(path, body)
         return 404, {"detail": "Not Found"}
+
+    def _metrics_page(self, accept: str) -> tuple[str, str]:
+        cfg = self.config
+        assert cfg is not None
+        al, rate, running, queued = self._gauges
+        state = ServerState(
+            model_name=cfg.args.model_path,
+            accept_length=al,
+            accept_rate=rate,
+            gen_throughput=self._last_tps,
+            running=running,
+            queued=queued,
+            cuda_graph=cfg.cuda_graph,
+            generation_tokens_total=round(self._tokens_total),
+            verify_calls_total=round(self._verify_total),
+            labels=tuple(sorted((cfg.args.extra_metric_labels or {}).items())),
+        )
+        openmetrics = wants_openmetrics(accept)
+        # Before the first decode batch prometheus_client has no sample of a labelled family.
+        page = render(state, openmetrics=openmetrics) if self._accept_n else ""
+        return (OPENMETRICS if openmetrics else TEXT), page
 
     def _complete(self, path: str, body: bytes) -> tuple[int, dict[str, object]]:
         try:

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +17,7 @@ from console.profiles import Profile, load_fleet
 from console.transport import remote
 from console.transport.ssh import HostSession
 from console.watch.journal import gap_marker, invocation_marker
+from tests.integration.support import served_fleet
 
 UNIT = "sglang-k26-ddtree.service"
 SPECOPS = [sys.executable, "-m", "console"]
@@ -27,34 +26,8 @@ SPECOPS = [sys.executable, "-m", "console"]
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A headless simulated fleet in its own process, as `specops demo --serve DIR` runs it."""
-    directory = tmp_path_factory.mktemp("fleet")
-    home = directory / "home"
-    home.mkdir()
-    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
-    env["XDG_STATE_HOME"] = str(home / ".state")
-    proc = subprocess.Popen(
-        [*SPECOPS, "demo", "--serve", str(directory), "--hosts", "1", "--load-delay", "0.3"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    ready = threading.Event()
-
-    def wait_ready() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith("READY "):
-                ready.set()
-        # keep draining so the server never blocks on a full pipe
-
-    threading.Thread(target=wait_ready, daemon=True).start()
-    try:
-        assert ready.wait(60), "demo --serve never printed READY"
+    with served_fleet(tmp_path_factory.mktemp("fleet"), hosts=1) as directory:
         yield directory
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def specops(*args: str) -> subprocess.CompletedProcess[str]:
