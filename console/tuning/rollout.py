@@ -37,7 +37,8 @@ from console.events import (
     RolloutProgress,
     RolloutStep,
 )
-from console.service.unit import effective_service
+from console.service.flags import read_flags
+from console.service.unit import ServiceExec, effective_service, without_file
 from console.state import LastGood, save_last_good
 from console.transport import http, remote
 from console.transport.ssh import Disconnected, HostSession, RemoteError, Result
@@ -124,6 +125,9 @@ class Rollout:
         self._history = Recorder(session, plan, options.kind)
         self._abandoned: tuple[str, ...] = ()
         self._failed_restarts: int | None = None
+        self._cat = ""
+        self._expect: ServiceExec | None = None
+        """In a rollback: the effective unit the restored drop-in must give."""
 
     @property
     def soak_s(self) -> float:
@@ -249,6 +253,7 @@ class Rollout:
         cursor = entries[-1].cursor if entries else None
         healthy, _ = await self._health()
         invocation = props.get("InvocationID", "")
+        self._cat = cat.stdout
         await self._begin_history(cat.stdout)
         self._step(
             RolloutStep.RECORD,
@@ -313,7 +318,8 @@ class Rollout:
         if len(effective.commands) != 1:
             raise _Failure(f"after daemon-reload the unit has {len(effective.commands)} ExecStart=")
         if self._rollback:
-            argv, env = self.plan.service.argv, self.plan.service.environment
+            target = self._expect or self.plan.service
+            argv, env = target.argv, target.environment
         else:
             argv, env = list(self.plan.new_argv), self.plan.new_environment
         managed = {s.env for s in self.profile.flags.values() if s.env is not None}
@@ -534,6 +540,9 @@ class Rollout:
         stage = stage_of(failure.phase, ready) if self._restarted else None
         ready_to_crash = watch.ready_to_crash_s if watch is not None and ready else None
         reason = failure.reason
+        exception_line = watch.exception_line if watch is not None else None
+        if signature is None and exception_line is not None:  # any exception that ended it
+            reason = f"{reason}; last exception: {exception_line}"
         if stage is not None:
             after = f", {ready_to_crash:.1f}s after ready" if ready_to_crash is not None else ""
             reason = f"{reason} [{stage}{after}]"
@@ -545,7 +554,7 @@ class Rollout:
             "failed_invocation": failed,
             "stage": stage,
             "ready_to_crash_s": ready_to_crash,
-            "exception_line": watch.exception_line if watch is not None else None,
+            "exception_line": exception_line,
         }
         if not self._touched:
             return self._finished(
@@ -559,35 +568,70 @@ class Rollout:
                 rollback_error="not rolled back (--no-rollback): the new setting is in place",
             )
         self._rollback = True
+        text, label, values = self._rollback_target(previous)
         try:
             if not await self.session.wait_connected(self.options.reconnect_s):
                 raise Disconnected(self.plan.host, "not connected")
-            await self._install(previous)
-            props = await self._show()
-            current = props.get("InvocationID", "")
-            if self._restarted:
-                self._failed_restarts = int(props.get("NRestarts") or 0)
-                exception = report["exception_line"] or "none logged"
-                self._step(
-                    RolloutStep.RESET_FAILED,
-                    "running",
-                    f"recorded first: NRestarts {self._failed_restarts}, last exception: "
-                    f"{exception}",
-                )
-                await self.session.run(remote.systemctl_reset_failed(self.unit))
-                self._step(RolloutStep.RESET_FAILED, "ok")
-                invocation = await self._restart_and_wait(current)
-            else:  # the server was never restarted: it still runs the old command
-                invocation = current
+            try:
+                invocation = await self._restore(text, label, report)
+            except _Failure as exc:
+                if text is None:
+                    raise
+                # The last good configuration fails too: the unit's own is the floor.
+                self._step(self._current, "failed", f"{label} failed too: {exc.reason}")
+                text, label, values = None, "the unit's original configuration", None
+                report["reason"] += f"; {exc.reason} after going back: back on {label}"
+                invocation = await self._restore(None, label, report)
         except (_Failure, RemoteError) as exc:
             self._step(self._current, "failed", str(exc))
             return self._finished(RolloutOutcome.FAILED, **report, rollback_error=str(exc))
+        if values is None:
+            service = self._expect or self.plan.service
+            values = dict(read_flags(self.profile.flags, service.argv, service.environment))
         return self._finished(
-            RolloutOutcome.ROLLED_BACK,
-            **report,
-            invocation_id=invocation,
-            flags=dict(self.plan.old_values),
+            RolloutOutcome.ROLLED_BACK, **report, invocation_id=invocation, flags=values
         )
+
+    def _rollback_target(
+        self, previous: str | None
+    ) -> tuple[str | None, str, dict[str, Any] | None]:
+        """The last configuration that survived its soak (the host's history), never merely
+        the previous drop-in; without a history, the drop-in that was there before."""
+        good = self._history.last_good
+        if good is None:
+            return previous, "the previous configuration", dict(self.plan.old_values)
+        return good.dropin, f"history entry {good.n} (last good)", dict(good.values)
+
+    async def _restore(self, text: str | None, label: str, report: dict[str, Any]) -> str:
+        """Put `text` back as our drop-in (None: none) and verify it like a change."""
+        path = self.plan.dropin_path
+        base = without_file(self._cat, path) if self._cat else ""
+        self._expect = (
+            effective_service(base + (f"# {path}\n{text}" if text is not None else ""))
+            if base
+            else None
+        )
+        self._step(RolloutStep.RESTORE, "running", label)
+        await self._install(text)
+        props = await self._show()
+        current = props.get("InvocationID", "")
+        if not self._restarted:  # never restarted: the server still runs the old command
+            return current
+        if self._failed_restarts is None:
+            self._failed_restarts = int(props.get("NRestarts") or 0)
+        exception = report["exception_line"] or "none logged"
+        self._step(
+            RolloutStep.RESET_FAILED,
+            "running",
+            f"recorded first: NRestarts {props.get('NRestarts', '?')}, last exception: {exception}",
+        )
+        await self.session.run(remote.systemctl_reset_failed(self.unit))
+        self._step(RolloutStep.RESET_FAILED, "ok")
+        invocation = await self._restart_and_wait(current)
+        await self._smoke()
+        await self._settle(invocation)
+        await self._soak(invocation)
+        return invocation
 
     async def _excerpt(self, invocation: str | None) -> tuple[str, ...]:
         """The failing invocation's journal, read back by `_SYSTEMD_INVOCATION_ID=`."""
