@@ -217,6 +217,9 @@ class RolloutFinished:
     """This rollout's entry in the host's history (/var/lib/specops/UNIT/history.json)."""
     abandoned: tuple[str, ...] = ()
     """Earlier rollouts this one found abandoned half way in the host's history."""
+    unreachable: bool = False
+    """The link stayed down past `reconnect_s` while rolling back (`rollback_error` says
+    which configuration the host is left on; the CLI exits 3)."""
 
     @property
     def ok(self) -> bool:

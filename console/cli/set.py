@@ -159,7 +159,9 @@ def _report(result: RolloutFinished, plan: Plan) -> None:
         return
     _say(f"[red]{name}: FAILED[/red]: {escape(result.reason)}")
     if result.rollback_error:
-        _say(f"{name}: {escape(result.rollback_error)}")
+        style = "bold red" if result.unreachable else ""
+        text = f"{name}: {escape(result.rollback_error)}"
+        _say(f"[{style}]{text}[/{style}]" if style else text)
     if result.failed_invocation:
         _say(f"back to the last good configuration: specops rollback {name}")
 
@@ -276,6 +278,8 @@ async def run_plan(
         finally:
             printer.stop()
     _report(result, plan)
+    if result.unreachable:
+        return EXIT_UNREACHABLE
     return EXIT_OK if result.ok else EXIT_FAILED
 
 

@@ -253,6 +253,17 @@ class Rollout(RolloutSteps):
                 text, label, values = None, "the unit's original configuration", None
                 report["reason"] += f"; {exc.reason} after going back: back on {label}"
                 invocation = await self._restore(None, label, report)
+        except Disconnected as exc:
+            left = self._left_on()
+            self._step(self._current, "failed", f"{exc}; {left}")
+            return self._finished(
+                RolloutOutcome.FAILED,
+                **report,
+                flags=dict(self.plan.new_values),
+                rollback_error=f"could not roll back within reconnect_s="
+                f"{self.options.reconnect_s:g}s ({exc}): {left}",
+                unreachable=True,
+            )
         except (_Failure, RemoteError) as exc:
             self._step(self._current, "failed", str(exc))
             return self._finished(RolloutOutcome.FAILED, **report, rollback_error=str(exc))
@@ -262,6 +273,16 @@ class Rollout(RolloutSteps):
         return self._finished(
             RolloutOutcome.ROLLED_BACK, **report, invocation_id=invocation, flags=values
         )
+
+    def _left_on(self) -> str:
+        """Which configuration a host whose link stayed down is left on, as far as known."""
+        values = " ".join(f"{k}={v}" for k, v in self.plan.new_values.items())
+        if self._restored:
+            return (
+                f"the restored drop-in is on disk, but the server may still run the failed "
+                f"setting ({values}) until it restarts"
+            )
+        return f"the host is LEFT ON THE FAILED SETTING {values} ({self.plan.dropin_path})"
 
     def _rollback_target(
         self, previous: str | None
@@ -284,6 +305,7 @@ class Rollout(RolloutSteps):
         )
         self._step(RolloutStep.RESTORE, "running", label)
         await self._install(text)
+        self._restored = True
         props = await self._show()
         current = props.get("InvocationID", "")
         if not self._restarted:  # never restarted: the server still runs the old command
@@ -296,7 +318,7 @@ class Rollout(RolloutSteps):
             "running",
             f"recorded first: NRestarts {props.get('NRestarts', '?')}, last exception: {exception}",
         )
-        await self.session.run(remote.systemctl_reset_failed(self.unit))
+        await self._idempotent(remote.systemctl_reset_failed(self.unit))
         self._step(RolloutStep.RESET_FAILED, "ok")
         invocation = await self._restart_and_wait(current)
         await self._smoke()

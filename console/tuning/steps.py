@@ -14,9 +14,9 @@ import asyncio
 import contextlib
 import posixpath
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from console.events import (
     RolloutEvent,
@@ -37,6 +37,8 @@ from console.tuning.soak import soak
 from console.watch.signatures import CRASH_SIGNATURES
 
 Listener = Callable[[RolloutEvent], None]
+T = TypeVar("T")
+RETRY_PAUSE_S = 0.5
 SIGNATURE_RANK = {name: i for i, (name, _) in enumerate(CRASH_SIGNATURES)}
 
 
@@ -95,6 +97,8 @@ class RolloutSteps:
         self._current = RolloutStep.RECORD
         self._restarts = 0
         self._ready = False
+        self._restored = False
+        """In a rollback: the target drop-in is installed (and reloaded)."""
         self._expect: ServiceExec | None = None
         """In a rollback: the effective unit the restored drop-in must give."""
         self._history = Recorder(session, plan, options.kind)
@@ -129,14 +133,29 @@ class RolloutSteps:
 
     # --- remote helpers ----------------------------------------------------------------
 
+    async def _retrying(self, step: Callable[[], Awaitable[T]]) -> T:
+        """Run an idempotent step again after the link drops, until it succeeds or
+        `reconnect_s` has passed. A session may still say "connected" for a moment after its
+        link died (issue 20: 7 of 21 fault runs abandoned a rollback on the first failed
+        command), so only a command that completes proves the reconnect."""
+        deadline = time.monotonic() + self.options.reconnect_s
+        while True:
+            try:
+                return await step()
+            except Disconnected:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                await self.session.wait_connected(left)
+                await asyncio.sleep(min(RETRY_PAUSE_S, max(0.0, deadline - time.monotonic())))
+
+    async def _idempotent(self, command: remote.Command, timeout: float = 60.0) -> Result:
+        """An idempotent command (`mkdir -p`, `rm -f`, daemon-reload, reset-failed, restart)."""
+        return await self._retrying(lambda: self.session.run(command, timeout=timeout))
+
     async def _read(self, command: remote.Command, timeout: float = 30.0) -> Result:
-        """A read-only command, retried once after a reconnect."""
-        try:
-            return await self.session.run(command, timeout=timeout)
-        except Disconnected:
-            if not await self.session.wait_connected(self.options.reconnect_s):
-                raise
-            return await self.session.run(command, timeout=timeout)
+        """A read-only command, retried across a reconnect."""
+        return await self._idempotent(command, timeout)
 
     async def _show(self) -> dict[str, str]:
         result = await self._read(remote.systemctl_show(self.unit))
@@ -166,23 +185,27 @@ class RolloutSteps:
         self._step(step, "running", path)
         if text is None:
             self._touched = True
-            await self.session.run(remote.remove(path))
+            await self._idempotent(remote.remove(path))
             self._step(step, "ok", f"removed {path}")
         else:
             directory = posixpath.dirname(path)
             tmp = posixpath.join(directory, f".{posixpath.basename(path)}.tmp")
-            await self.session.run(remote.make_dirs(directory))
-            try:
+            await self._idempotent(remote.make_dirs(directory))
+
+            async def write_and_rename() -> None:  # as a pair: a lost `mv` reply redoes both
                 await self.session.run(remote.write_file(tmp, text))
                 self._touched = True
                 await self.session.run(remote.move(tmp, path))
+
+            try:
+                await self._retrying(write_and_rename)
             except RemoteError:
                 with contextlib.suppress(RemoteError):
                     await self.session.run(remote.remove(tmp))
                 raise
             self._step(step, "ok", f"{path} ({len(text.encode())} bytes, via rename)")
         self._step(RolloutStep.DAEMON_RELOAD, "running")
-        await self.session.run(remote.systemctl_daemon_reload(), timeout=120)
+        await self._idempotent(remote.systemctl_daemon_reload(), timeout=120)
         self._step(RolloutStep.DAEMON_RELOAD, "ok")
         props = await self._show()
         if props.get("NeedDaemonReload") != "no":
@@ -221,7 +244,7 @@ class RolloutSteps:
         assert self._watch is not None
         self._step(RolloutStep.RESTART, "running")
         self._restarted = True
-        await self.session.run(remote.systemctl_restart(self.unit), timeout=self.ready_timeout_s)
+        await self._idempotent(remote.systemctl_restart(self.unit), timeout=self.ready_timeout_s)
         self._step(RolloutStep.RESTART, "ok")
         started = time.monotonic()
         self._step(RolloutStep.INVOCATION, "running")
