@@ -36,8 +36,9 @@ async def crash_with_the_link_dropping(
             await host.go_online()
 
     def on_event(event: RolloutEvent) -> None:
-        restoring = isinstance(event, RolloutProgress) and event.step is RolloutStep.RESTORE
-        if restoring and event.state == "running" and not tasks:
+        if not isinstance(event, RolloutProgress) or event.step is not RolloutStep.RESTORE:
+            return
+        if event.state == "running" and not tasks:
             tasks.append(asyncio.create_task(drop()))
 
     plan = await read_plan(session, parse_assignments(profile, ["budget=16"]))
@@ -70,6 +71,6 @@ async def test_a_link_that_stays_down_says_which_setting_the_host_is_left_on(
     result = await crash_with_the_link_dropping(sim, profiles[0], down_s=None, reconnect_s=2.0)
     assert result.outcome is RolloutOutcome.FAILED
     assert result.unreachable is True
-    error = result.rollback_error
+    error = result.rollback_error or ""
     assert "could not roll back within reconnect_s=2s" in error
     assert "LEFT ON THE FAILED SETTING" in error and "budget=16" in error
