@@ -233,6 +233,9 @@ class RolloutFinished:
     """Earlier rollouts this one found abandoned half way in the host's history."""
     warnings: tuple[str, ...] = ()
     """Deprecation warnings the server printed at start-up (SGLang 0.5.16 on)."""
+    unreachable: bool = False
+    """The link stayed down past `reconnect_s` while rolling back (`rollback_error` says
+    which configuration the host is left on; the CLI exits 3)."""
 
     @property
     def ok(self) -> bool:

@@ -106,10 +106,14 @@ def demo_state(directory: Path) -> Iterator[Path]:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    from console.sim.failures import FailureTiming
     from console.sim.fleet import SimFleet, ThreadedSimFleet
     from console.sim.sglang import Timing
 
-    timing = Timing(load_s=args.load_delay, decode_interval_s=args.decode_interval)
+    # The demo's budget > 8 with CUDA graphs dies a few decode batches after ready (the B300's
+    # late crash), so trying it shows the soak catching what a start-up check would pass.
+    late = FailureTiming(graph_crash="batches")
+    timing = Timing(load_s=args.load_delay, decode_interval_s=args.decode_interval, failures=late)
     versions = _versions(args)
     if args.serve:
         return asyncio.run(serve_demo(Path(args.serve), args.hosts, timing, versions))

@@ -170,7 +170,9 @@ def _report(result: RolloutFinished, plan: Plan) -> None:
         return
     _say(f"[red]{name}: FAILED[/red]: {escape(result.reason)}")
     if result.rollback_error:
-        _say(f"{name}: {escape(result.rollback_error)}")
+        style = "bold red" if result.unreachable else ""
+        text = f"{name}: {escape(result.rollback_error)}"
+        _say(f"[{style}]{text}[/{style}]" if style else text)
     if result.failed_invocation:
         _say(f"back to the last good configuration: specops rollback {name}")
 
@@ -300,6 +302,8 @@ async def run_plan(
     _audit(plan, result.summary())
     _report(result, plan)
     await _record(session, plan, before, started, result)
+    if result.unreachable:
+        return EXIT_UNREACHABLE
     return EXIT_OK if result.ok else EXIT_FAILED
 
 

@@ -1,7 +1,11 @@
 """Changing a flag safely: plan the change, roll it out, keep it or roll it back.
 
 - `plan.py`: the diff of a change, validated before anything touches a host;
-- `rollout.py`: apply → restart → new invocation → ready → health → smoke → keep or roll back;
+- `rollout.py`: apply → restart → new invocation → ready → health → smoke → soak → keep or
+  roll back (to the last soaked configuration, else the unit's original);
+- `steps.py`: the steps a rollout (and its rollback) is made of;
+- `soak.py`: the soak window and how a failure's stage is named;
+- `history.py`: the host's own history of configurations, and its last good one;
 - `invocation.py`: watching one invocation of the unit in its journal;
 - `smoke.py`: the end-to-end completion check;
 - `flag_history.py`: per flag, its last good value and the values it crashed with.

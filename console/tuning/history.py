@@ -217,14 +217,21 @@ class Recorder:
         self.plan = plan
         self.kind = kind
         self.entry: HistoryEntry | None = None
+        self.last_good: HistoryEntry | None = None
+        """The host's last good entry when this rollout began (its rollback target)."""
         self.path = history_path(plan.unit)
 
     async def begin(self, cat_text: str) -> list[HistoryEntry]:
         """Record the start; returns the entries earlier consoles left abandoned."""
         entries = await load(self.session, self.plan.unit)
         abandoned = mark_abandoned(entries)
+        known = bool(entries)
         if not entries:
             entries.append(original_entry(self.session.profile, cat_text, self.plan.dropin_path))
+        # A drop-in from before the history began ran, but was never soaked: without history
+        # the rollback target stays "what was there before", not the original.
+        if known or self.plan.dropin_path not in self.plan.service.files:
+            self.last_good = last_good(entries)
         plan = self.plan
         self.entry = HistoryEntry(
             n=next_number(entries),

@@ -72,7 +72,7 @@ async def test_budget_16_with_cuda_graphs_crashes_and_rolls_back(
         # The new invocation's own lines were streamed while it ran.
         watched = [line for e in events if isinstance(e, RolloutJournal) for line in e.lines]
         assert any("Scheduler hit an exception" in line for line in watched)
-        assert steps(events, rollback=True) == [
+        assert steps(events, rollback=True) == [  # a rollback is verified like a change
             RolloutStep.RESTORE,
             RolloutStep.DAEMON_RELOAD,
             RolloutStep.VERIFY,
@@ -80,6 +80,9 @@ async def test_budget_16_with_cuda_graphs_crashes_and_rolls_back(
             RolloutStep.RESTART,
             RolloutStep.INVOCATION,
             RolloutStep.READY,
+            RolloutStep.SMOKE,
+            RolloutStep.SETTLE,
+            RolloutStep.SOAK,
         ]
         # Back on the unit's own command: our drop-in is gone, the server is healthy on 8.
         assert not host.local(DROPIN).exists()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from console.events import RolloutOutcome, RolloutProgress, RolloutStep
+from console.events import RolloutEvent, RolloutOutcome, RolloutProgress, RolloutStep
 from console.profiles import Profile, load_fleet
 from console.service.status import read_status
 from console.sim.failures import FailureTiming
@@ -25,6 +25,7 @@ from console.tuning.rollout import RolloutOptions
 from tests.integration.test_rollout import change as change_with
 from tests.integration.test_rollout import connect
 
+DROPIN = "/etc/systemd/system/sglang-k26-ddtree.service.d/zz-specops.conf"
 LATE = FailureTiming(graph_crash="batches", crash_batches=4, requests=200, cublas_after_s=1.0)
 SOAK = RolloutOptions(poll_s=0.2, settle_s=5.0, soak_s=3.0)
 
@@ -118,3 +119,54 @@ async def test_a_crash_in_capture_is_named_capture(tmp_path: Path) -> None:
     assert result.outcome is RolloutOutcome.ROLLED_BACK, result.reason
     assert (result.stage, result.ready_to_crash_s) == ("capture", None)
     assert result.reason.endswith("[capture]")
+
+
+async def test_the_rollback_target_is_the_last_soaked_setting_not_the_previous_dropin(
+    late: SimFleet, profile: Profile
+) -> None:
+    session = await connect(profile)
+    try:
+        kept, _ = await change_with(session, "budget=4", options=SOAK)
+        assert kept.outcome is RolloutOutcome.APPLIED, kept.reason
+        # A failing setting left in place (--no-rollback): the drop-in now says 256.
+        no_rollback = RolloutOptions(poll_s=0.2, settle_s=5.0, soak_s=3.0, rollback=False)
+        left, _ = await change_with(session, "max_running=256", options=no_rollback)
+        assert left.outcome is RolloutOutcome.FAILED and left.signature == "cublas"
+        result, _ = await change_with(session, "budget=16", options=SOAK)
+        assert result.outcome is RolloutOutcome.ROLLED_BACK, result.reason
+        status = await read_status(session)
+        assert status.flags["budget"] == 4 and status.flags["max_running"] == 32  # entry 1
+        assert status.active_state == "active" and status.invocation_id == result.invocation_id
+    finally:
+        await session.close()
+
+
+async def test_a_last_good_that_crashes_too_falls_back_to_the_units_original(
+    late: SimFleet, profile: Profile
+) -> None:
+    """The finding: "last good" was a crash-looping max running 256 (cuBLAS under 200
+    requests); a rollback onto it reported healthy while NRestarts kept climbing."""
+    session = await connect(profile)
+    host = late.hosts[profile.name]
+    try:
+        short = RolloutOptions(poll_s=0.2, settle_s=5.0, soak_s=0.3)  # too short to see it
+        kept, _ = await change_with(session, "max_running=256", options=short)
+        assert kept.outcome is RolloutOutcome.APPLIED, kept.reason
+        events: list[RolloutEvent] = []
+        result, events = await change_with(session, "budget=16", options=SOAK)
+        assert result.outcome is RolloutOutcome.ROLLED_BACK, result.reason
+        assert "back on the unit's original configuration" in result.reason
+        failed_too = [
+            e.detail
+            for e in events
+            if isinstance(e, RolloutProgress) and e.rollback and e.state == "failed"
+        ]
+        assert any("history entry 1 (last good) failed too" in d for d in failed_too)
+        assert not host.local(DROPIN).exists()
+        status = await read_status(session)
+        assert status.flags["budget"] == 8 and status.flags["max_running"] == 32
+        assert result.flags["max_running"] == 32
+        health = await http.request(session, profile.service.port, "GET", "/health")
+        assert health.status == 200
+    finally:
+        await session.close()
