@@ -24,6 +24,7 @@ from console.cli.common import (
     err,
     load_profiles,
     out,
+    read_only_reason,
 )
 from console.cli.set import run_plan, soak_seconds
 from console.profiles import select
@@ -59,8 +60,13 @@ def run(args: argparse.Namespace) -> int:
 
 async def cmd_rollback(args: argparse.Namespace) -> int:
     (profile,) = select(load_profiles(args), [args.host])
-    if args.read_only and not args.dry_run:
-        err.print(f"specops: refusing to change {profile.name}: --read-only (try --dry-run)")
+    read_only = read_only_reason(args)
+    if read_only is not None and not args.dry_run:
+        err.print(
+            f"specops: refusing to change {profile.name}: {read_only} (try --dry-run)",
+            markup=False,
+            soft_wrap=True,
+        )
         return EXIT_USAGE
     if args.to is not None and args.to < 0:
         err.print(f"specops: --to {args.to}: history entries are numbered from 0")

@@ -174,7 +174,7 @@ def _records(text: str) -> tuple[list[Any], str]:
     try:
         return [json.loads(stripped)], ""
     except ValueError:
-        pass
+        pass  # not one JSON document: read it as JSON lines below
     found: list[Any] = []
     for lineno, line in enumerate(stripped.splitlines(), start=1):
         if not line.strip():

@@ -1,4 +1,4 @@
-"""Read-only from every source refuses `set` before any host is touched.
+"""Read-only from every source refuses `set` and `rollback` before any host is touched.
 
 Finding of the attack run (issue 20): `read_only = true` in settings.toml and
 `SPECOPS_READ_ONLY=1` were ignored by `set`: a change was applied and the service restarted.
@@ -27,15 +27,17 @@ def fleet(tmp_path: Path) -> Iterator[ThreadedSimFleet]:
     sim.stop()
 
 
+@pytest.mark.parametrize("command", [["set", "b300", "budget=4"], ["rollback", "b300"]])
 @pytest.mark.parametrize("source", ["flag", "settings", "environment"])
-def test_every_read_only_source_refuses_set_before_connecting(
+def test_every_read_only_source_refuses_a_change_before_connecting(
     fleet: ThreadedSimFleet,
     tmp_path: Path,
     source: str,
+    command: list[str],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    argv = ["set", "b300", "budget=4", "--yes", "--profiles", str(fleet.fleet.profiles_dir)]
+    argv = [*command, "--yes", "--profiles", str(fleet.fleet.profiles_dir)]
     if source == "flag":
         argv.append("--read-only")
         said = "--read-only"
@@ -51,8 +53,10 @@ def test_every_read_only_source_refuses_set_before_connecting(
     assert f"refusing to change b300: {said} (try --dry-run)" in capsys.readouterr().err
     assert list(AuditLog().read()) == []  # not one command reached the host
     assert fleet.fleet.hosts["b300"].commands == []
-    # a dry run still works: it changes nothing
-    assert main([*argv, "--dry-run"]) == 0
+    # a dry run still works: it changes nothing (a host with no history has nothing to roll
+    # back to: exit 1, but past the read-only refusal)
+    assert main([*argv, "--dry-run"]) == (0 if command[0] == "set" else 1)
+    assert "refusing" not in capsys.readouterr().err
 
 
 def test_environment_false_overrides_the_file(
