@@ -198,6 +198,9 @@ def _executable_problem(path: str) -> str | None:
         return f"the executable {path!r} contains '$'"
     if any(ord(c) < 0x20 or ord(c) == 0x7F or c in "\\\"'" for c in path):
         return f"the executable {path!r} contains quotes, backslashes or control characters"
+    if path == ";":
+        # A bare ';' separates commands in ExecStart=, so systemd never reads it as a path.
+        return f"the executable {path!r} is systemd's command separator"
     if path.endswith("/"):
         return f"the executable {path!r} is a directory"
     if not path.startswith("/") and "/" in path:
