@@ -47,7 +47,14 @@ from console.events import (
     ServiceStatus,
     SnapshotProgress,
 )
-from console.evidence.ledger import current_invocation, record_rollout, utc_now
+from console.evidence.ledger import (
+    Experiment,
+    NotOnHost,
+    current_invocation,
+    read_ledger,
+    record_rollout,
+    utc_now,
+)
 from console.evidence.package import Job, SnapshotError, package_dir, plan
 from console.evidence.report import write_report
 from console.evidence.snapshot import run_snapshot
@@ -321,8 +328,14 @@ class SpecopsApp(App[int]):
 
     def action_show_compare(self) -> None:
         name = self.selected_host
-        if name is not None and len(self.screen_stack) == 1:
-            self.push_screen(CompareScreen(name))
+        if name is None or len(self.screen_stack) != 1:
+            return
+        session = self.fleet.sessions[name]
+
+        async def read() -> tuple[list[Experiment], str]:
+            return await self.engine.run(read_ledger(session))
+
+        self.push_screen(CompareScreen(name, read))
 
     def action_write_report(self) -> None:
         """The findings report into the package of the last snapshot (else the host's)."""
@@ -772,6 +785,8 @@ class SpecopsApp(App[int]):
                     session, plan, result, before_invocation=before, started=started, source="tui"
                 )
                 await self.engine.run(recording)
+            except NotOnHost as exc:
+                self.notify(f"experiment not in the host's ledger: {exc}", severity="warning")
             except (RemoteError, OSError) as exc:
                 self.notify(f"{host}: experiment not recorded: {exc}", severity="warning")
 

@@ -133,9 +133,10 @@ def collect(package: Path) -> dict[str, HostEvidence]:
     for directory in sorted(d for d in ledgers.iterdir() if d.is_dir()) if ledgers.is_dir() else []:
         for path, experiment in load_experiments(directory.name, directory):
             rel = path.relative_to(package).as_posix()
-            hosts.setdefault(experiment.host, HostEvidence(experiment.host)).experiments.append(
-                (rel, experiment)
-            )
+            # The directory names the host as the package does; the record names it as the
+            # console that made the change did (another profile name for the same host).
+            host = directory.name
+            hosts.setdefault(host, HostEvidence(host)).experiments.append((rel, experiment))
     return dict(sorted(hosts.items()))
 
 
