@@ -122,7 +122,11 @@ class Experiment:
     source: str = "cli"
     """Which console part made the change: "cli", "tui", "probation"."""
     kind: str = "change"
-    """"change" (new flag values) or "rollback" (`specops rollback`, a probation rollback)."""
+    """"change" (new flag values) or "rollback" (`specops rollback`, a probation rollback):
+    a rollback that stayed marks the configuration it left as rolled back."""
+    cause: str = ""
+    """Why the change was made, when something other than the operator decided it (probation:
+    the crash that made it roll back a configuration that had passed its soak)."""
 
     @property
     def kept(self) -> bool:
@@ -350,10 +354,17 @@ async def record_rollout(
     started: str,
     source: str,
     kind: str = "change",
+    cause: str = "",
 ) -> PurePosixPath:
     """Measure both invocations from the journal and record the experiment on the host (and
     in the console's cache); its path on the host. Raises NotOnHost when the host's copy
-    could not be written (the cache's is named in the message)."""
+    could not be written (the cache's is named in the message).
+
+    `source` names the console part ("cli", "tui", "probation"); `kind` is "rollback" for
+    `specops rollback` (a probation source always is one); `cause` says why, e.g. the
+    signature probation saw."""
+    if source == "probation":
+        kind = "rollback"
     unit, old_values, new_values = change.unit, change.old_values, change.new_values
     tried = result.invocation_id if result.ok else result.failed_invocation
     before, before_window = await _measure_side(
@@ -377,6 +388,7 @@ async def record_rollout(
         release=release if isinstance(release, str) else None,
         source=source,
         kind=kind,
+        cause=cause,
     )
     try:
         cached = f"only the console has it: {await asyncio.to_thread(save, experiment)}"

@@ -237,3 +237,9 @@ async def test_specops_rollback_records_an_experiment_of_kind_rollback(
     assert rollback.before.flags["budget"] == 16 and rollback.before.invocation
     assert rollback.before.invocation == change.after.invocation
     assert len(on_host(sim)) == 2
+    # What the rollback gave up is rolled back in compare, never best.
+    assert await _run(cli_compare, ["compare", "b300", "--json"], profiles) == 0
+    record = json.loads(capsys.readouterr().out)
+    given_up = next(c for c in record["configurations"] if c["flags"]["budget"] == 16)
+    assert given_up["rolled_back"] and given_up["status"] == "rolled back: by `specops rollback`"
+    assert record["best"] != given_up["number"]
