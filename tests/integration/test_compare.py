@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -49,7 +50,7 @@ def second_console(sim: SimFleet, tmp_path: Path, name: str) -> str:
     return str(directory)
 
 
-async def _run(module: object, argv: list[str], profiles: str) -> int:
+async def _run(module: ModuleType, argv: list[str], profiles: str) -> int:
     args = parse_args(argv)
     args.profiles = profiles
     command = {cli_compare: "cmd_compare", cli_set: "cmd_set", cli_rollback: "cmd_rollback"}
@@ -130,6 +131,13 @@ async def test_budget_16_eager_shows_accept_up_throughput_down_and_a_crash_is_ne
     assert f"(experiments/b300/{mirrored[0].name})" in kept
     accept_rows = [line for line in report.splitlines() if line.startswith("| change after:")]
     assert any("budget=16 cuda_graph=off" in line for line in accept_rows)
+    # The ledger's best is what stayed and ran fastest (budget 8 with graphs); budget 24 is no
+    # candidate, and every experiment sits under the release it ran.
+    release = sim.hosts["b300"].sglang_version
+    assert f"## b300 · SGLang {release}" in report
+    best_line = next(line for line in report.splitlines() if "From the experiment ledger" in line)
+    assert "**budget=8 cuda_graph=on" in best_line and "tok/s (n=" in best_line
+    assert "- not a candidate: budget=24 cuda_graph=on" in report
     check = await asyncio.create_subprocess_exec(
         "sha256sum",
         "--strict",

@@ -55,7 +55,8 @@ async def test_c_shows_the_ledger_side_by_side(tmp_path: Path) -> None:
             await until(pilot, lambda: isinstance(app.screen, CompareScreen))
             screen = app.screen
             assert isinstance(screen, CompareScreen)
-            await until(pilot, lambda: screen.loaded)
+            view = screen
+            await until(pilot, lambda: view.loaded)
             text = body(screen)
             assert "rolled back: illegal_memory_access during CUDA graph capture" in text
             assert "beyond spread" in text and "(n=4)" in text
@@ -71,7 +72,8 @@ async def test_c_shows_the_ledger_side_by_side(tmp_path: Path) -> None:
             await until(pilot, lambda: isinstance(app.screen, CompareScreen))
             screen = app.screen
             assert isinstance(screen, CompareScreen)
-            await until(pilot, lambda: screen.loaded, timeout=30)
+            gone = screen
+            await until(pilot, lambda: gone.loaded, timeout=30)
             text = body(screen)
             assert "read from the console's cached copy of its ledger" in text
             assert "budget=4" in text and "illegal_memory_access" in text  # cached when read
