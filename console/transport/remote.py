@@ -201,8 +201,9 @@ def read_file(path: str) -> Command:
 
 
 READ_IF_EXISTS = 'test ! -e "$1" || exec cat -- "$1"'
-"""One of the two shell scripts specops sends: `cat`, but exit 0 with no output for a missing file (the
-host's history before specops first wrote it), so an absent file is no failed command."""
+"""One of the two shell scripts specops sends: `cat`, but exit 0 with no output for a missing
+file (the host's history before specops first wrote it), so an absent file is no failed
+command."""
 
 
 def read_if_exists(path: str) -> Command:
