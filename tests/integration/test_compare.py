@@ -57,19 +57,22 @@ async def _run(module: ModuleType, argv: list[str], profiles: str) -> int:
     return int(await getattr(module, command[module])(args))
 
 
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # tables printed whole
+
+
+async def change(host: str, profiles: str, *assignments: str) -> int:
+    """`specops set HOST NAME=VALUE... --yes`; its exit status."""
+    return await _run(cli_set, ["set", host, *assignments, "--yes"], profiles)
+
+
 async def test_budget_16_eager_shows_accept_up_throughput_down_and_a_crash_is_never_best(
-    sim: SimFleet,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
+    sim: SimFleet, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "200")
     profiles = str(sim.profiles_dir)
     await asyncio.sleep(2)  # budget 8 with graphs logs decode lines for a while first
-    assert (
-        await _run(cli_set, ["set", "b300", "budget=16", "cuda_graph=false", "--yes"], profiles)
-        == 0
-    )
+    assert await change("b300", profiles, "budget=16", "cuda_graph=false") == 0
     (recorded,) = on_host(sim)
     said = capsys.readouterr().out
     assert f"experiment recorded on the host: {host_dir(UNIT)}/{recorded.name}" in said
@@ -93,9 +96,7 @@ async def test_budget_16_eager_shows_accept_up_throughput_down_and_a_crash_is_ne
     assert record["read_from"] == f"the host's ledger ({host_dir(UNIT)})"
 
     # Budget 24 with graphs crashes in capture and is rolled back: listed, never best.
-    assert (
-        await _run(cli_set, ["set", "b300", "budget=24", "cuda_graph=true", "--yes"], profiles) == 1
-    )
+    assert await change("b300", profiles, "budget=24", "cuda_graph=true") == 1
     capsys.readouterr()
     assert await _run(cli_compare, ["compare", "b300", "--json"], profiles) == 0
     record = json.loads(capsys.readouterr().out)
@@ -164,11 +165,8 @@ async def test_another_console_naming_the_host_differently_sees_the_same_ledger(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "200")
     await asyncio.sleep(1)
-    assert await _run(cli_set, ["set", "b300", "budget=16", "cuda_graph=false", "--yes"], str(
-        sim.profiles_dir
-    )) == 0  # fmt: skip
+    assert await change("b300", str(sim.profiles_dir), "budget=16", "cuda_graph=false") == 0
     capsys.readouterr()
 
     # Another operator's console: its own state directory (no cache), its own name for the host.
@@ -183,7 +181,7 @@ async def test_another_console_naming_the_host_differently_sees_the_same_ledger(
     assert [p.name for p, _ in load("gpu-a")] == [p.name for p in on_host(sim)]  # now cached
 
     # Its own change lands in the same ledger, and the first console sees both.
-    assert await _run(cli_set, ["set", "gpu-a", "budget=8", "cuda_graph=true", "--yes"], other) == 0
+    assert await change("gpu-a", other, "budget=8", "cuda_graph=true") == 0
     capsys.readouterr()
     assert len(on_host(sim)) == 2
     monkeypatch.delenv("SPECOPS_STATE_DIR")
@@ -228,22 +226,18 @@ async def test_two_consoles_recording_at_the_same_moment_both_land(sim: SimFleet
 
 
 async def test_specops_rollback_records_an_experiment_of_kind_rollback(
-    sim: SimFleet, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    sim: SimFleet, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "200")
     profiles = str(sim.profiles_dir)
     await asyncio.sleep(1)
-    assert (
-        await _run(cli_set, ["set", "b300", "budget=16", "cuda_graph=false", "--yes"], profiles)
-        == 0
-    )
+    assert await change("b300", profiles, "budget=16", "cuda_graph=false") == 0
     assert await _run(cli_rollback, ["rollback", "b300", "--yes"], profiles) == 0
     assert "experiment recorded on the host: " in capsys.readouterr().out
-    change, rollback = (e for _, e in load("b300"))
-    assert (change.kind, rollback.kind) == ("change", "rollback")
+    made, rollback = (e for _, e in load("b300"))
+    assert (made.kind, rollback.kind) == ("change", "rollback")
     assert rollback.outcome == "kept" and rollback.after.flags["budget"] == 8
     assert rollback.before.flags["budget"] == 16 and rollback.before.invocation
-    assert rollback.before.invocation == change.after.invocation
+    assert rollback.before.invocation == made.after.invocation
     assert len(on_host(sim)) == 2
     # What the rollback gave up is rolled back in compare, never best.
     assert await _run(cli_compare, ["compare", "b300", "--json"], profiles) == 0
