@@ -47,6 +47,7 @@ from console.events import (
     ServiceStatus,
     SnapshotProgress,
 )
+from console.evidence.host_bench import HostBench, read_host_bench
 from console.evidence.ledger import (
     Experiment,
     NotOnHost,
@@ -322,9 +323,15 @@ class SpecopsApp(App[int]):
         return package_dir(self.fleet.profiles[name].artifacts.package)
 
     def action_show_bench(self) -> None:
-        package = self._selected_package()
-        if package is not None and len(self.screen_stack) == 1:
-            self.push_screen(BenchScreen(package, self.selected_host))
+        package, name = self._selected_package(), self.selected_host
+        if package is None or name is None or len(self.screen_stack) != 1:
+            return
+        session = self.fleet.sessions[name]
+
+        async def read_host() -> HostBench:
+            return await self.engine.run(read_host_bench(session))
+
+        self.push_screen(BenchScreen(package, name, read_host))
 
     def action_show_compare(self) -> None:
         name = self.selected_host
