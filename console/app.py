@@ -47,7 +47,15 @@ from console.events import (
     ServiceStatus,
     SnapshotProgress,
 )
-from console.evidence.ledger import current_invocation, record_rollout, utc_now
+from console.evidence.host_bench import HostBench, read_host_bench
+from console.evidence.ledger import (
+    Experiment,
+    NotOnHost,
+    current_invocation,
+    read_ledger,
+    record_rollout,
+    utc_now,
+)
 from console.evidence.package import Job, SnapshotError, package_dir, plan
 from console.evidence.report import write_report
 from console.evidence.snapshot import run_snapshot
@@ -315,14 +323,26 @@ class SpecopsApp(App[int]):
         return package_dir(self.fleet.profiles[name].artifacts.package)
 
     def action_show_bench(self) -> None:
-        package = self._selected_package()
-        if package is not None and len(self.screen_stack) == 1:
-            self.push_screen(BenchScreen(package, self.selected_host))
+        package, name = self._selected_package(), self.selected_host
+        if package is None or name is None or len(self.screen_stack) != 1:
+            return
+        session = self.fleet.sessions[name]
+
+        async def read_host() -> HostBench:
+            return await self.engine.run(read_host_bench(session))
+
+        self.push_screen(BenchScreen(package, name, read_host))
 
     def action_show_compare(self) -> None:
         name = self.selected_host
-        if name is not None and len(self.screen_stack) == 1:
-            self.push_screen(CompareScreen(name))
+        if name is None or len(self.screen_stack) != 1:
+            return
+        session = self.fleet.sessions[name]
+
+        async def read() -> tuple[list[Experiment], str]:
+            return await self.engine.run(read_ledger(session))
+
+        self.push_screen(CompareScreen(name, read))
 
     def action_write_report(self) -> None:
         """The findings report into the package of the last snapshot (else the host's)."""
@@ -772,6 +792,8 @@ class SpecopsApp(App[int]):
                     session, plan, result, before_invocation=before, started=started, source="tui"
                 )
                 await self.engine.run(recording)
+            except NotOnHost as exc:
+                self.notify(f"experiment not in the host's ledger: {exc}", severity="warning")
             except (RemoteError, OSError) as exc:
                 self.notify(f"{host}: experiment not recorded: {exc}", severity="warning")
 

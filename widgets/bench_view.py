@@ -3,15 +3,18 @@
 The files are the ones snapshots fetched (`bench/results_HOST/` of the host's package; `s`
 fetches the host's newest first): a matrix per file with the speedup over the autoregressive
 baseline, the bar chart, and what each file was measured with. `a` widens it to every host in
-the package, `r` writes the findings report (REPORT.md) into the package. Reading and parsing
-happen here, once per view (bench files are small); nothing touches a host.
+the package, `h` shows the selected host's bench files as they are on the host now (read over
+SFTP on the engine's loop, nothing kept: console/evidence/host_bench.py), `r` writes the
+findings report (REPORT.md) into the package. Reading and parsing
+happen here, once per view (bench files are small); only `h` touches the host.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -22,6 +25,8 @@ from textual.widgets import Static
 from console.evidence.bench import choose_baseline
 from console.evidence.bench_files import load_bench
 from console.evidence.bench_view import render
+from console.evidence.host_bench import HostBench
+from console.transport.ssh import RemoteError
 
 
 def bench_renderable(package: Path, host: str | None) -> tuple[str, RenderableType]:
@@ -40,6 +45,21 @@ def bench_renderable(package: Path, host: str | None) -> tuple[str, RenderableTy
     return title, render(files, choose_baseline(files))
 
 
+ReadHostBench = Callable[[], Awaitable[HostBench]]
+"""Reads the selected host's bench files over its connection (on the engine's loop)."""
+
+
+def host_renderable(host: str, found: HostBench) -> tuple[str, RenderableType]:
+    """(title, body) for the bench files read on the host now."""
+    title = f"bench · {host} · on the host now (not kept: `s` snapshots them)"
+    notes = [Text(n, style="dim") for n in found.notes] + [
+        Text(e, style="red") for e in found.errors
+    ]
+    if not found.files:
+        return title, Group(Text("no bench files match the profile's globs", style="dim"), *notes)
+    return title, Group(render(found.files, choose_baseline(found.files)), *notes)
+
+
 class BenchScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     BenchScreen { align: center middle; }
@@ -52,13 +72,19 @@ class BenchScreen(ModalScreen[None]):
     BINDINGS = [
         Binding("escape,b,q", "dismiss", "Close", id="bench-close"),
         Binding("a", "toggle_hosts", "All hosts", id="bench-all-hosts"),
+        Binding("h", "from_host", "On the host now", id="bench-from-host"),
         Binding("r", "app.write_report", "Report", id="bench-report"),
     ]
 
-    def __init__(self, package: Path, host: str | None) -> None:
+    def __init__(
+        self, package: Path, host: str | None, read_host: ReadHostBench | None = None
+    ) -> None:
         super().__init__()
         self.package = package
         self.host = host
+        self._read_host = read_host
+        self.from_host = False
+        """Whether the view shows the host's files (`h`) rather than the package's."""
         self.selected = host
         """The host the screen was opened for; `a` toggles between it and every host."""
 
@@ -68,7 +94,8 @@ class BenchScreen(ModalScreen[None]):
             with VerticalScroll():
                 yield Static(id="bench-body")
             yield Static(
-                "escape: close · a: this host / all hosts · r: write REPORT.md · "
+                "escape: close · a: this host / all hosts · h: on the host now · "
+                "r: write REPORT.md · "
                 "`specops bench PATH --csv` for a spreadsheet",
                 classes="hint",
             )
@@ -83,4 +110,26 @@ class BenchScreen(ModalScreen[None]):
 
     def action_toggle_hosts(self) -> None:
         self.host = None if self.host is not None else self.selected
+        self.from_host = False
         self.refresh_view()
+
+    def action_from_host(self) -> None:
+        if self._read_host is None or self.selected is None:
+            return
+        self.from_host = True
+        self.query_one("#bench-title", Static).update(
+            Text(f"bench · {self.selected} · reading the host's files…", style="bold")
+        )
+        self.run_worker(self._show_host(self._read_host), exit_on_error=False, group="bench")
+
+    async def _show_host(self, read: ReadHostBench) -> None:
+        body: RenderableType
+        try:
+            found = await read()
+        except RemoteError as exc:
+            title, body = f"bench · {self.selected} · on the host", Text(str(exc), style="red")
+        else:
+            title, body = host_renderable(self.selected or "", found)
+        if self.from_host:  # `a` meanwhile went back to the package
+            self.query_one("#bench-title", Static).update(Text(title, style="bold"))
+            self.query_one("#bench-body", Static).update(body)

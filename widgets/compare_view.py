@@ -1,12 +1,16 @@
-"""`c`: the selected host's configurations side by side, from the experiment ledger.
+"""`c`: the selected host's configurations side by side, from its experiment ledger.
 
-The same tables as `specops compare HOST --offline` (console/evidence/compare_view.py): every
+The same tables as `specops compare HOST` (console/evidence/compare_view.py): every
 configuration a change left or tried, with its status and pooled numbers, and the newest
 change's before and after with deltas judged against the run-to-run spread. A rolled-back
-configuration is marked and never best. Reads the console's ledger files only.
+configuration is marked and never best. The ledger is read on the host (where every console's
+changes land), on the engine's loop; when the host cannot answer, the console's cached copy,
+and the view says which it shows.
 """
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
 
 from rich.console import RenderableType
 from rich.text import Text
@@ -18,18 +22,21 @@ from textual.widgets import Static
 
 from console.evidence.compare import configurations, default_pair
 from console.evidence.compare_view import render_compare
-from console.evidence.ledger import ledger_dir, load
+from console.evidence.ledger import Experiment
+
+ReadLedger = Callable[[], Awaitable[tuple[Sequence[Experiment], str]]]
+"""Reads the host's ledger: (experiments, where they were read)."""
 
 
-def compare_renderable(host: str) -> RenderableType:
-    experiments = [e for _, e in load(host)]
+def compare_renderable(host: str, experiments: Sequence[Experiment], where: str) -> RenderableType:
     if not experiments:
         return Text(
-            f"no experiments for {host} yet in {ledger_dir(host)}: each flag change (f) adds one",
+            f"no experiments for {host} yet in {where}: each flag change (f) adds one",
             style="dim",
         )
-    configs = configurations(experiments)
-    return render_compare(configs, default_pair(experiments, configs))
+    found = list(experiments)
+    configs = configurations(found)
+    return render_compare(configs, default_pair(found, configs), f"read from {where}")
 
 
 class CompareScreen(ModalScreen[None]):
@@ -43,16 +50,29 @@ class CompareScreen(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape,c,q", "dismiss", "Close", id="compare-close")]
 
-    def __init__(self, host: str) -> None:
+    def __init__(self, host: str, read: ReadLedger) -> None:
         super().__init__()
         self.host = host
+        self._read = read
+        self.loaded = False
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(Text(f"compare · {self.host} · the experiment ledger", style="bold"))
             with VerticalScroll():
-                yield Static(compare_renderable(self.host), id="compare-body")
+                body = Text(f"reading {self.host}'s ledger…", style="dim")
+                yield Static(body, id="compare-body")
             yield Static(
                 f"escape: close · `specops compare {self.host} A B` for any two configurations",
                 classes="hint",
             )
+
+    def on_mount(self) -> None:
+        self.run_worker(self._load(), exit_on_error=False, group="compare")
+
+    async def _load(self) -> None:
+        experiments, where = await self._read()
+        self.query_one("#compare-body", Static).update(
+            compare_renderable(self.host, experiments, where)
+        )
+        self.loaded = True

@@ -33,7 +33,7 @@ from console.cli.common import (
     read_only_reason,
 )
 from console.events import RolloutEvent, RolloutFinished, RolloutOutcome, RolloutProgress
-from console.evidence.ledger import current_invocation, record_rollout, utc_now
+from console.evidence.ledger import NotOnHost, current_invocation, record_rollout, utc_now
 from console.profiles import select
 from console.service.execline import FlagError
 from console.service.flags import format_value
@@ -301,24 +301,39 @@ async def run_plan(
             printer.stop()
     _audit(plan, result.summary())
     _report(result, plan)
-    await _record(session, plan, before, started, result)
+    await _record(session, plan, before, started, result, kind)
     if result.unreachable:
         return EXIT_UNREACHABLE
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
 async def _record(
-    session: HostSession, plan: Plan, before: str | None, started: str, result: RolloutFinished
+    session: HostSession,
+    plan: Plan,
+    before: str | None,
+    started: str,
+    result: RolloutFinished,
+    kind: str,
 ) -> None:
-    """The experiment into the ledger; a failure to record never changes the exit status."""
+    """The experiment into the host's ledger; a failure to record never changes the exit
+    status."""
     try:
         path = await record_rollout(
-            session, plan, result, before_invocation=before, started=started, source="cli"
+            session,
+            plan,
+            result,
+            before_invocation=before,
+            started=started,
+            source="cli",
+            kind=kind,
         )
+    except NotOnHost as exc:
+        err.print(f"specops: experiment not in the host's ledger: {exc}", markup=False)
+        return
     except (RemoteError, OSError) as exc:
         err.print(f"specops: {plan.host}: experiment not recorded: {exc}", markup=False)
         return
-    _say(f"experiment recorded: {escape(str(path))}")
+    _say(f"experiment recorded on the host: {escape(str(path))}")
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ from typing import Any
 
 from console.evidence.bench import BenchFile, read_bench
 from console.evidence.bench_matrix import ConfigValue, is_scalar
-from console.evidence.ledger import EXPERIMENTS_DIR, running_at
+from console.evidence.ledger import EXPERIMENTS_DIR, Experiment, running_at
 from console.evidence.ledger import load as load_experiments
 from console.evidence.manifest import MANIFEST_NAME, PART_SUFFIX
 from console.evidence.package import SNAPSHOTS_DIR
@@ -96,6 +96,22 @@ def snapshot_config(record: Mapping[str, Any]) -> dict[str, ConfigValue]:
     return config
 
 
+def with_ledger_config(
+    bench: BenchFile,
+    host: str,
+    experiments: Sequence[tuple[str, Experiment]],
+    mtime: float | None,
+) -> BenchFile | None:
+    """`bench` with the configuration the host's experiment ledger says ran at `mtime` (the
+    file's), or None when the ledger cannot say."""
+    found = running_at(experiments, mtime) if mtime is not None else None
+    if found is None:
+        return None
+    path, flags = found
+    config = {"host": host, **{k: v for k, v in flags.items() if is_scalar(v)}}
+    return bench.with_config(config, f"{path} (the ledger: running at the file's mtime)")
+
+
 def with_package_config(
     bench: BenchFile,
     owners: Mapping[str, tuple[str, dict[str, Any]]],
@@ -115,14 +131,12 @@ def with_package_config(
             for p, e in load_experiments(host, package / EXPERIMENTS_DIR / host)
         ]
         try:
-            mtime = (package / rel).stat().st_mtime
+            mtime: float | None = (package / rel).stat().st_mtime
         except OSError:
             mtime = None
-        found = running_at(experiments, mtime) if mtime is not None else None
-        if found is not None:
-            path, flags = found
-            config = {"host": host, **{k: v for k, v in flags.items() if is_scalar(v)}}
-            return bench.with_config(config, f"{path} (the ledger: running at the file's mtime)")
+        matched = with_ledger_config(bench, host, experiments, mtime)
+        if matched is not None:
+            return matched
     if rel not in owners:
         return bench
     meta, record = owners[rel]

@@ -5,7 +5,9 @@ one it tried (from its first decode line on). Runs of the same flag values are o
 configuration; their windows are pooled exactly (counts, means and variances combine). A
 difference between two configurations counts as larger than the run-to-run spread when it
 exceeds twice its standard error, `2·sqrt(sa²/na + sb²/nb)`. A configuration any experiment
-rolled back (a crash signature, a garbled smoke answer) is marked so and never "best".
+rolled back (a crash signature, a garbled smoke answer) is marked so and never "best"; so is
+one a rollback left (`specops rollback`, or probation rolling back a change that had passed
+its soak): the configuration that rollback gave up.
 
 Pure: no I/O, no Textual.
 """
@@ -70,6 +72,15 @@ class Run:
     outcome: str
     side: Side
     reason: str = ""
+    kind: str = "change"
+    """The experiment's kind: "change" or "rollback"."""
+
+    @property
+    def rolled_back(self) -> bool:
+        """A change that did not stay, or what a rollback that did stay gave up."""
+        if self.role == "after":
+            return self.outcome != "kept"
+        return self.kind == "rollback" and self.outcome == "kept"
 
 
 @dataclass
@@ -81,7 +92,7 @@ class Configuration:
 
     @property
     def rolled_back(self) -> list[Run]:
-        return [r for r in self.runs if r.role == "after" and r.outcome != "kept"]
+        return [r for r in self.runs if r.rolled_back]
 
     @property
     def status(self) -> str:
@@ -144,8 +155,8 @@ def configurations(experiments: Sequence[Experiment]) -> list[Configuration]:
             config = found.get(key)
             if config is None:
                 config = found[key] = Configuration(len(found) + 1, key, dict(side.flags))
-            reason = _reason(experiment) if role == "after" else ""
-            config.runs.append(Run(i, role, experiment.outcome, side, reason))
+            reason = _reason(experiment) if role == "after" else _given_up(experiment)
+            config.runs.append(Run(i, role, experiment.outcome, side, reason, experiment.kind))
     return list(found.values())
 
 
@@ -156,6 +167,14 @@ def _reason(experiment: Experiment) -> str:
     if experiment.signature and experiment.phase:
         parts.append(f"during {experiment.phase}")
     return " ".join(parts)
+
+
+def _given_up(experiment: Experiment) -> str:
+    """Why a rollback left the configuration it ran from ("" for a change)."""
+    if experiment.kind != "rollback":
+        return ""
+    who = "probation" if experiment.source == "probation" else "`specops rollback`"
+    return f"{experiment.cause} (by {who})" if experiment.cause else f"by {who}"
 
 
 def best(configs: Sequence[Configuration], by: str = BEST_BY) -> Configuration | None:

@@ -8,25 +8,31 @@ configuration's last minutes and the new one's run from its first decode line on
 length, accept rate, generation throughput, running and queued requests, each as count, mean,
 p50, p10 / p90 and standard deviation.
 
-Each experiment is one JSON file, written once and never changed:
-`$XDG_STATE_HOME/specops/experiments/HOST/<UTC start>-<id>.json` on the console, mirrored by
-every snapshot into the package's `experiments/HOST/` (so the manifest lists it and the
-report can cite it). The host's own history (`/var/lib/specops/UNIT/`, issue 15) is where a
-merged version should keep it; until then the ledger stands on the console's state directory.
+Each experiment is one JSON file, written once and never changed, on the host beside its
+history (console/tuning/history.py): `/var/lib/specops/UNIT/experiments/<UTC start>-<id>.json`,
+put there the way the history is (console/transport/host_files.py: temporary name, rename,
+through `sudo -n` when the profile says so). One file per experiment, each under its own name,
+so two consoles finishing changes at once both land: nothing is read, merged and written back.
+Every console and every profile name that reaches the host reads the same ledger. The console
+keeps a copy of what it read and wrote (`$XDG_STATE_HOME/specops/experiments/HOST/`), a cache
+for when the host cannot be reached; every snapshot mirrors the host's ledger into the
+package's `experiments/HOST/` (so the manifest lists it and the report can cite it).
 
 No Textual; reads the journal through the session's fixed vocabulary (console/transport/remote.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import math
+import posixpath
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from console.events import JournalEntry, RolloutFinished
@@ -34,7 +40,8 @@ from console.files import publish_new, write_file
 from console.service.status import read_status
 from console.settings import state_dir
 from console.transport import remote
-from console.transport.ssh import CommandFailed, HostSession
+from console.transport.host_files import read_json_files, replace_file, unit_state_dir
+from console.transport.ssh import CommandFailed, HostSession, RemoteError
 from console.watch.journal import decode_lines
 from console.watch.sglang import DecodeBatch, parse_line
 
@@ -111,7 +118,15 @@ class Experiment:
     signature: str | None = None
     phase: str | None = None
     release: str | None = None
+    """`sglang.__version__` the unit's interpreter answered when the change was planned."""
     source: str = "cli"
+    """Which console part made the change: "cli", "tui", "probation"."""
+    kind: str = "change"
+    """"change" (new flag values) or "rollback" (`specops rollback`, a probation rollback):
+    a rollback that stayed marks the configuration it left as rolled back."""
+    cause: str = ""
+    """Why the change was made, when something other than the operator decided it (probation:
+    the crash that made it roll back a configuration that had passed its soak)."""
 
     @property
     def kept(self) -> bool:
@@ -206,32 +221,98 @@ def utc_now() -> str:
 # --- storing -------------------------------------------------------------------------------
 
 
-def ledger_dir(host: str) -> Path:
+def text_of(experiment: Experiment) -> str:
+    """The file's text, the same bytes wherever it is written (host, cache, package)."""
+    return json.dumps(experiment.record(), indent=2, sort_keys=True) + "\n"
+
+
+def parse(text: str) -> Experiment:
+    """One experiment file's text (ValueError, KeyError or TypeError when it is none)."""
+    return Experiment.from_record(json.loads(text))
+
+
+def host_dir(unit: str) -> str:
+    """Where the host keeps the unit's experiments: `/var/lib/specops/UNIT/experiments`."""
+    return posixpath.join(unit_state_dir(unit), EXPERIMENTS_DIR)
+
+
+def cache_dir(host: str) -> Path:
+    """The console's copy of the ledger of the host it calls `host`."""
     return state_dir() / EXPERIMENTS_DIR / host
 
 
+async def save_on_host(session: HostSession, experiment: Experiment) -> str:
+    """Write the experiment into the host's ledger; its path there."""
+    path = posixpath.join(host_dir(experiment.unit), experiment.file_name())
+    return await replace_file(session, path, text_of(experiment))
+
+
+async def load_from_host(session: HostSession) -> list[tuple[str, Experiment]]:
+    """(path on the host, experiment) of the host's ledger, oldest first, and copied into the
+    console's cache; files that are no experiment are skipped."""
+    directory = host_dir(session.profile.service.unit)
+    found: list[tuple[str, Experiment]] = []
+    for name, text in await read_json_files(session, directory):
+        try:
+            experiment = parse(text)
+        except (ValueError, KeyError, TypeError):
+            continue
+        found.append((posixpath.join(directory, name), experiment))
+    found.sort(key=lambda item: (item[1].started, item[0]))
+    await asyncio.to_thread(_cache, session.name, [e for _, e in found])
+    return found
+
+
+def _cache(host: str, experiments: Sequence[Experiment]) -> None:
+    try:
+        for experiment in experiments:
+            save(experiment, cache_dir(host))
+    except OSError:  # only a cache: the host's ledger was read all the same
+        pass
+
+
 def save(experiment: Experiment, directory: Path | None = None) -> Path:
-    """Write the experiment once (a file that already holds it is left as it is)."""
-    target = (directory or ledger_dir(experiment.host)) / experiment.file_name()
+    """Write the experiment once into a directory on this machine (the console's cache by
+    default; a package's `experiments/HOST/`); a file that already holds it is left as it is."""
+    target = (directory or cache_dir(experiment.host)) / experiment.file_name()
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     if not target.exists():
-        text = json.dumps(experiment.record(), indent=2, sort_keys=True) + "\n"
-        write_file(target, text.encode(), publish_new, mode=0o644)
+        write_file(target, text_of(experiment).encode(), publish_new, mode=0o644)
     return target
 
 
 def load(host: str, directory: Path | None = None) -> list[tuple[Path, Experiment]]:
-    """The host's experiments, oldest first; unreadable files are skipped."""
-    where = directory or ledger_dir(host)
+    """The experiments in a directory on this machine (the console's cache of `host` by
+    default), oldest first; unreadable files are skipped."""
+    where = directory or cache_dir(host)
     found: list[tuple[Path, Experiment]] = []
     for path in sorted(where.glob("*.json")) if where.is_dir() else []:
         try:
-            experiment = Experiment.from_record(json.loads(path.read_text(encoding="utf-8")))
+            experiment = parse(path.read_text(encoding="utf-8"))
         except (OSError, ValueError, KeyError, TypeError):
             continue
         found.append((path, experiment))
     found.sort(key=lambda item: (item[1].started, item[0].name))
     return found
+
+
+def cached(host: str, why: str) -> tuple[list[Experiment], str]:
+    """The console's cached copy of the host's ledger, and where it was read (with `why`)."""
+    return [e for _, e in load(host)], f"the console's cached copy of its ledger ({why})"
+
+
+async def read_ledger(session: HostSession) -> tuple[list[Experiment], str]:
+    """The host's ledger, else (the host unreachable, the read refused) the console's cached
+    copy; and where it was read, in words."""
+    try:
+        found = await load_from_host(session)
+    except RemoteError as exc:
+        return cached(session.name, f"the host's could not be read: {exc}")
+    return [e for _, e in found], f"the host's ledger ({host_dir(session.profile.service.unit)})"
+
+
+class NotOnHost(RemoteError):
+    """The experiment could not be written on the host; the console's cache holds it."""
 
 
 # --- recording a change --------------------------------------------------------------------
@@ -255,6 +336,15 @@ class Change(Protocol):
     def new_values(self) -> Mapping[str, Any]: ...
 
 
+async def _measure_side(
+    session: HostSession, unit: str, invocation: str | None, last_s: float | None, window: str
+) -> tuple[dict[str, WindowStats], str]:
+    try:
+        return await measure(session, unit, invocation, last_s), window
+    except RemoteError as exc:  # the experiment is still recorded, without these numbers
+        return {}, f"not measured: {exc}"
+
+
 async def record_rollout(
     session: HostSession,
     change: Change,
@@ -263,34 +353,51 @@ async def record_rollout(
     before_invocation: str | None,
     started: str,
     source: str,
-) -> Path:
-    """Measure both invocations from the journal and save the experiment; its path."""
+    kind: str = "change",
+    cause: str = "",
+) -> PurePosixPath:
+    """Measure both invocations from the journal and record the experiment on the host (and
+    in the console's cache); its path on the host. Raises NotOnHost when the host's copy
+    could not be written (the cache's is named in the message).
+
+    `source` names the console part ("cli", "tui", "probation"); `kind` is "rollback" for
+    `specops rollback` (a probation source always is one); `cause` says why, e.g. the
+    signature probation saw."""
+    if source == "probation":
+        kind = "rollback"
     unit, old_values, new_values = change.unit, change.old_values, change.new_values
     tried = result.invocation_id if result.ok else result.failed_invocation
+    before, before_window = await _measure_side(
+        session, unit, before_invocation, BEFORE_S, f"last {BEFORE_S:.0f} s of its run"
+    )
+    after, after_window = await _measure_side(
+        session, unit, tried, None, "from its first decode line until the change ended"
+    )
+    release = getattr(change, "release", None)
     experiment = Experiment(
         host=session.name,
         unit=unit,
         started=started,
         finished=utc_now(),
         outcome=OUTCOMES.get(result.outcome.value, result.outcome.value),
-        before=Side(
-            before_invocation,
-            dict(old_values),
-            await measure(session, unit, before_invocation, last_s=BEFORE_S),
-            f"last {BEFORE_S:.0f} s of its run",
-        ),
-        after=Side(
-            tried,
-            dict(new_values),
-            await measure(session, unit, tried),
-            "from its first decode line until the change ended",
-        ),
+        before=Side(before_invocation, dict(old_values), before, before_window),
+        after=Side(tried, dict(new_values), after, after_window),
         reason=result.reason,
         signature=result.signature,
         phase=result.phase,
+        release=release if isinstance(release, str) else None,
         source=source,
+        kind=kind,
+        cause=cause,
     )
-    return save(experiment)
+    try:
+        cached = f"only the console has it: {await asyncio.to_thread(save, experiment)}"
+    except OSError as exc:  # a cache that cannot be written never stops the host's copy
+        cached = f"nor in the console's cache ({exc})"
+    try:
+        return PurePosixPath(await save_on_host(session, experiment))
+    except RemoteError as exc:
+        raise NotOnHost(session.name, f"not written on the host ({exc}); {cached}") from exc
 
 
 def running_at(

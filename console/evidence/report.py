@@ -44,7 +44,8 @@ from console.evidence.bench_files import (
 )
 from console.evidence.bench_matrix import ConfigValue
 from console.evidence.bench_view import CRASHED_TEXT, config_text, speedup_text
-from console.evidence.compare import config_key
+from console.evidence.compare import Configuration, config_key, configurations
+from console.evidence.compare import best as best_configuration
 from console.evidence.ledger import EXPERIMENTS_DIR, Experiment
 from console.evidence.ledger import load as load_experiments
 from console.evidence.manifest import refresh_manifest
@@ -133,9 +134,10 @@ def collect(package: Path) -> dict[str, HostEvidence]:
     for directory in sorted(d for d in ledgers.iterdir() if d.is_dir()) if ledgers.is_dir() else []:
         for path, experiment in load_experiments(directory.name, directory):
             rel = path.relative_to(package).as_posix()
-            hosts.setdefault(experiment.host, HostEvidence(experiment.host)).experiments.append(
-                (rel, experiment)
-            )
+            # The directory names the host as the package does; the record names it as the
+            # console that made the change did (another profile name for the same host).
+            host = directory.name
+            hosts.setdefault(host, HostEvidence(host)).experiments.append((rel, experiment))
     return dict(sorted(hosts.items()))
 
 
@@ -145,7 +147,10 @@ def _release(bench: BenchFile) -> str | None:
 
 
 def _by_release(evidence: HostEvidence) -> dict[str, list[tuple[str, BenchFile]]]:
-    known = sorted({r for _, b in evidence.bench if (r := _release(b))})
+    known = sorted(
+        {r for _, b in evidence.bench if (r := _release(b))}
+        | {e.release for _, e in evidence.experiments if e.release}
+    )
     groups: dict[str, list[tuple[str, BenchFile]]] = {}
     for rel, bench in evidence.bench:
         release = _release(bench) or (known[0] if len(known) == 1 else _UNKNOWN)
@@ -235,6 +240,34 @@ def _experiment_outcome(experiment: Experiment) -> str:
     why = experiment.signature or experiment.reason or experiment.outcome
     phase = f" during {experiment.phase}" if experiment.signature and experiment.phase else ""
     return f"**{experiment.outcome.replace('_', ' ')}**: {why}{phase}{measured}"
+
+
+def _ledger_best(
+    w: _Writer,
+    experiments: Sequence[tuple[str, Experiment]],
+    configs: Sequence[Configuration],
+) -> None:
+    """From the ledger: the fastest configuration no experiment rolled back, and the ones
+    that were (never best, whatever their numbers)."""
+    if not configs:
+        return
+    top = best_configuration(configs)
+    if top is None:
+        w.add("From the experiment ledger: no configuration with throughput that stayed.", "")
+    else:
+        runs = top.invocations
+        links = ", ".join(dict.fromkeys(w.link(experiments[r.experiment - 1][0]) for r in runs))
+        tput, accept = top.window("gen_throughput"), top.window("accept_len")
+        text = f"From the experiment ledger: **{_md(top.key)}**"
+        if tput is not None:
+            text += f", {_fmt(tput.mean)} ± {_fmt(tput.stddev)} tok/s (n={tput.count})"
+        if accept is not None:
+            text += f", accept {_fmt(accept.mean)} ± {_fmt(accept.stddev)} (n={accept.count})"
+        w.add(f"{text} — {links}", "")
+    for config in configs:
+        if config.rolled_back:
+            w.add(f"- not a candidate: {_md(config.key)}, {_md(config.status)}")
+    w.add("")
 
 
 def _configurations(
@@ -355,8 +388,11 @@ def _best(
     rows: Sequence[Row],
     baseline: BenchFile | None,
     snapshots: Sequence[tuple[str, dict[str, Any], list[Crash]]],
+    experiments: Sequence[tuple[str, Experiment]] = (),
 ) -> None:
+    configs = configurations([e for _, e in experiments])
     crashed_flags = [snapshot_config(r) for _, r, crashes in snapshots if crashes]
+    crashed_flags += [dict(c.flags) for c in configs if c.rolled_back]
     stable = [
         r
         for r in rows
@@ -366,8 +402,10 @@ def _best(
         and not any(_same_setup(r.file.config, f) for f in crashed_flags)
     ]
     w.add("### Best stable configuration", "")
+    _ledger_best(w, experiments, configs)
     if not stable:
-        w.add("No measured configuration besides the baseline.", "")
+        if not configs:
+            w.add("No measured configuration besides the baseline.", "")
         return
     # Only like is compared with like: measurements with a baseline cell beat those without,
     # and a known concurrency beats an unknown one (a summary file's batch of 32 is not C=1).
@@ -432,16 +470,23 @@ def build_report(package: Path, out: Path | None = None) -> str:
         w.add("The package holds no bench file, snapshot or experiment.", "")
     for host, found in evidence.items():
         snapshots = _with_crashes(package, found.snapshots)
-        for i, (release, files) in enumerate(_by_release(found).items()):
+        groups = _by_release(found)
+        for i, (release, files) in enumerate(groups.items()):
             title = f"SGLang {release}" if release != _UNKNOWN else f"SGLang {_UNKNOWN}"
             w.add(f"## {_md(host)} · {title}", "")
             benches = [b for _, b in files]
             baseline = choose_baseline(benches) or choose_baseline([b for _, b in found.bench])
             rows = speedup_table(benches, baseline)
-            _configurations(w, files, snapshots, found.experiments if i == 0 else ())
-            _accept(w, files, snapshots, found.experiments if i == 0 else ())
+            # An experiment sits with its release; one that recorded none, with the first.
+            experiments = [
+                (rel, e)
+                for rel, e in found.experiments
+                if e.release == release or ((e.release not in groups) and i == 0)
+            ]
+            _configurations(w, files, snapshots, experiments)
+            _accept(w, files, snapshots, experiments)
             _matrices(w, files, rows, baseline)
-            _best(w, files, rows, baseline, snapshots)
+            _best(w, files, rows, baseline, snapshots, experiments)
     return "\n".join(w.lines).rstrip("\n") + "\n"
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -29,8 +30,7 @@ from console.events import JournalEntry, SnapshotProgress, SnapshotStage
 from console.evidence.bench_globs import Bench, bench_files
 from console.evidence.digests import HostDigests
 from console.evidence.excerpt import Excerpt, build_excerpt
-from console.evidence.ledger import EXPERIMENTS_DIR
-from console.evidence.ledger import load as load_experiments
+from console.evidence.ledger import EXPERIMENTS_DIR, load_from_host, text_of
 from console.evidence.manifest import MANIFEST_NAME, package_files, write_manifest
 from console.evidence.names import shown
 from console.evidence.package import (
@@ -337,13 +337,15 @@ class _HostRun:
         tracker.emit(current=self.result.metadata.path)
 
     async def _mirror_experiments(self) -> None:
-        """The console's ledger of this host's changes into `experiments/HOST/` (each file is
-        written once, so an unchanged ledger places nothing)."""
+        """The host's experiment ledger (every console's changes) into `experiments/HOST/`:
+        each file is written once and holds the same bytes as on the host, so an unchanged
+        ledger places nothing."""
         directory = self.job.package / EXPERIMENTS_DIR / self.profile.name
-        for path, _ in await asyncio.to_thread(load_experiments, self.profile.name):
+        for path, experiment in await load_from_host(self.session):
             self.tracker.files_total += 1
-            placement = await self._write(directory, path.name, path.read_text(encoding="utf-8"))
-            self._add(placement, str(path), "")
+            name = posixpath.basename(path)
+            placement = await self._write(directory, name, text_of(experiment))
+            self._add(placement, path, refetch_command(self.profile, remote.read_file(path)))
 
     async def _fetch_bench(self, sftp: asyncssh.SFTPClient, bench: Sequence[Bench]) -> None:
         if not bench:

@@ -1,8 +1,9 @@
 """The simulated host's `sh`: it runs exactly the scripts in specops' remote vocabulary.
 
-specops sends one shell script (`console.transport.remote.READ_IF_EXISTS`, for the host's
-history file); anything else is refused the way a locked-down host would, so a new script in
-the console fails its tests until the simulator learns it too.
+specops sends two shell scripts (console/transport/remote.py): `READ_IF_EXISTS`, for the
+host's history file, and `READ_JSON_FILES`, for its experiment ledger's directory; anything
+else is refused the way a locked-down host would, so a new script in the console fails its
+tests until the simulator learns it too.
 """
 
 from __future__ import annotations
@@ -11,22 +12,44 @@ from typing import TYPE_CHECKING
 
 import asyncssh
 
-from console.transport.remote import READ_IF_EXISTS
+from console.transport.remote import READ_IF_EXISTS, READ_JSON_FILES
 
 if TYPE_CHECKING:
     from console.sim.host import SimHost
 
 
 async def sh(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]) -> int:
-    if len(argv) != 5 or argv[1:4] != ["-c", READ_IF_EXISTS, "sh"]:
-        process.stderr.write(f"sh: the simulated host runs no script like {argv[1:3]!r}\n")
-        return 2
-    path = host.local(argv[4])
+    if len(argv) == 5 and argv[1:4] == ["-c", READ_IF_EXISTS, "sh"]:
+        return _read_if_exists(host, process, argv[4])
+    if len(argv) == 5 and argv[1:4] == ["-c", READ_JSON_FILES, "sh"]:
+        return _read_json_files(host, process, argv[4])
+    process.stderr.write(f"sh: the simulated host runs no script like {argv[1:3]!r}\n")
+    return 2
+
+
+def _read_if_exists(host: SimHost, process: asyncssh.SSHServerProcess[str], name: str) -> int:
+    path = host.local(name)
     if not path.exists():
         return 0
     try:
         process.stdout.write(path.read_text())
     except OSError as exc:
-        process.stderr.write(f"cat: {argv[4]}: {exc.strerror}\n")
+        process.stderr.write(f"cat: {name}: {exc.strerror}\n")
         return 1
+    return 0
+
+
+def _read_json_files(host: SimHost, process: asyncssh.SSHServerProcess[str], name: str) -> int:
+    directory = host.local(name)
+    if not directory.is_dir():
+        return 0
+    for path in sorted(directory.glob("*.json")):  # sh's glob skips dot files, as here
+        if path.name.startswith(".") or not path.is_file():
+            continue
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            process.stderr.write(f"sh: 1: cannot open {path.name}: {exc.strerror}\n")
+            return 1
+        process.stdout.write(f"{path.name}\n{text.replace(chr(10), '')}\n")
     return 0

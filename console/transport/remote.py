@@ -201,13 +201,27 @@ def read_file(path: str) -> Command:
 
 
 READ_IF_EXISTS = 'test ! -e "$1" || exec cat -- "$1"'
-"""The one shell script specops sends: `cat`, but exit 0 with no output for a missing file (the
-host's history before specops first wrote it), so an absent file is no failed command."""
+"""One of the two shell scripts specops sends: `cat`, but exit 0 with no output for a missing
+file (the host's history before specops first wrote it), so an absent file is no failed
+command."""
 
 
 def read_if_exists(path: str) -> Command:
     """`sh -c READ_IF_EXISTS sh PATH`: the path travels as `$1`, never inside the script."""
     return Command(("sh", "-c", READ_IF_EXISTS, "sh", _abs_path(path)), privileged=True)
+
+
+READ_JSON_FILES = (
+    'test -d "$1" || exit 0; cd -- "$1" || exit 1; for f in *.json; do test -f "$f" || continue; '
+    "printf '%s\\n' \"$f\"; tr -d '\\n' < \"$f\" || exit 1; echo; done"
+)
+"""The other script: every `*.json` file of a directory as two lines, its name and its text
+with the line breaks taken out (exit 0 with no output when the directory does not exist)."""
+
+
+def read_json_files(directory: str) -> Command:
+    """`sh -c READ_JSON_FILES sh DIR`: the directory travels as `$1`, never inside the script."""
+    return Command(("sh", "-c", READ_JSON_FILES, "sh", _abs_path(directory)), privileged=True)
 
 
 def make_dirs(path: str) -> Command:

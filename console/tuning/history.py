@@ -28,10 +28,10 @@ from console.profiles import FlagValue, Profile
 from console.service.flags import read_flags
 from console.service.unit import effective_service, without_file
 from console.transport import remote
+from console.transport.host_files import STATE_ROOT, replace_file
 from console.transport.ssh import CommandFailed, HostSession
 from console.tuning.plan import Plan
 
-STATE_ROOT = "/var/lib/specops"
 MAX_ENTRIES = 200
 """Older entries are dropped (entry 0, the original, is always kept)."""
 
@@ -130,12 +130,7 @@ async def save(session: HostSession, unit: str, entries: Sequence[HistoryEntry])
     if len(kept) > MAX_ENTRIES:
         kept = [e for e in kept[:1] if e.kind == "original"] + kept[-(MAX_ENTRIES - 1) :]
     text = json.dumps({"version": 1, "entries": [e.record() for e in kept]}, indent=1) + "\n"
-    directory = posixpath.dirname(path)
-    tmp = posixpath.join(directory, ".history.json.tmp")
-    await session.run(remote.make_dirs(directory))
-    await session.run(remote.write_file(tmp, text))
-    await session.run(remote.move(tmp, path))
-    return path
+    return await replace_file(session, path, text, ".history.json.tmp")
 
 
 def original_entry(profile: Profile, cat_text: str, dropin_path: str) -> HistoryEntry:

@@ -90,7 +90,9 @@ async def test_history_records_each_change_and_the_original_newest_first(
     assert original["values"]["budget"] == 8 and original["dropin"] is None
     # The file is the host's: written in one step, nothing half-written left beside it.
     directory = sim.hosts["b300"].local(HISTORY).parent
-    assert sorted(p.name for p in directory.iterdir()) == ["history.json"]
+    # (Beside it, the experiment ledger: one file per change, no temporary left either.)
+    assert sorted(p.name for p in directory.iterdir()) == ["experiments", "history.json"]
+    assert all(p.suffix == ".json" for p in (directory / "experiments").iterdir())
 
     code, text, _ = await cli(cli_history, ["history", "b300"], profiles, capsys)
     assert code == 0

@@ -1,6 +1,7 @@
 """After a snapshot the panel offers the findings report (`r`) and the bench view (`b`):
 `r` writes REPORT.md into the package and the manifest still checks with `sha256sum -c`;
-`b` shows the host's fetched bench files as matrices with their configurations."""
+`b` shows the host's fetched bench files as matrices with their configurations, and `h` there
+the files on the host as they are now."""
 
 from __future__ import annotations
 
@@ -71,5 +72,20 @@ async def test_snapshot_then_r_writes_the_report_and_b_shows_the_bench_files(
             await pilot.press("a")
             await pilot.pause()
             assert "all hosts" in _text(screen.query_one("#bench-title", Static).content)
+
+            # `h`: the host's files as they are now, one written after the snapshot among them.
+            bench = sim.hosts["b300"].local("/root/bench_results_opt")
+            (bench / "after_snapshot_b8.json").write_bytes(
+                (bench / "ddtree_b8_graph.json").read_bytes()
+            )
+            assert not (package / "bench" / "results_b300" / "after_snapshot_b8.json").exists()
+            await pilot.press("h")
+            title = screen.query_one("#bench-title", Static)
+            await until(pilot, lambda: "on the host now" in _text(title.content))
+            body = _text(screen.query_one("#bench-body", Static).content)
+            assert "after_snapshot_b8" in body and "ddtree_b8_graph" in body and "tok/s" in body
+            await pilot.press("a")  # back to the package's files
+            await pilot.pause()
+            assert "on the host now" not in _text(title.content)
             await pilot.press("escape")
             await until(pilot, lambda: not isinstance(app.screen, BenchScreen))

@@ -15,6 +15,7 @@ from textual.widgets.data_table import ColumnKey
 
 from console.app import SpecopsApp
 from console.events import RolloutOutcome
+from console.evidence.ledger import host_dir
 from console.evidence.ledger import load as load_experiments
 from console.fleet import Fleet
 from console.profiles import load_fleet
@@ -24,6 +25,7 @@ from widgets.flag_editor import FlagEditorScreen
 from widgets.host_table import HostTable
 from widgets.rollout_view import RolloutScreen
 
+plan_unit = "sglang-k26-ddtree.service"
 CHANGING = ("tee ", "mv ", "rm ", "mkdir ", "systemctl daemon-reload", "systemctl restart")
 
 
@@ -130,6 +132,8 @@ async def test_a_confirmed_change_ends_healthy_with_live_progress(fleet: SimFlee
         assert (experiment.outcome, experiment.source) == ("kept", "tui")
         assert experiment.before.flags["budget"] == 8 and experiment.after.flags["budget"] == 16
         assert experiment.after.invocation == row.status.invocation_id
+        ledger = fleet.hosts["b300"].local(host_dir(plan_unit))
+        assert [p.name for p in ledger.glob("*.json")] == [experiment.file_name()]  # on the host
         await pilot.press("q")
 
 

@@ -61,3 +61,32 @@ def test_a_rolled_back_configuration_is_never_best_even_when_fastest() -> None:
     (rolled,) = [c for c in configs if c.flags == b32]
     assert rolled.status == "rolled back: smoke answer '¿¡' is not '4'"
     assert config_key({"cuda_graph": False, "budget": 16}) == "budget=16 cuda_graph=off"
+
+
+def test_what_a_rollback_gave_up_is_rolled_back_and_never_best() -> None:
+    """Budget 16 passed its soak and was fastest, then `specops rollback` (or probation, on a
+    crash an hour later) went back to budget 8: budget 16 is listed rolled back, not best."""
+    b8, b16 = {"budget": 8}, {"budget": 16}
+    change = Experiment(
+        "b300", "u", "2026-12-03T10:00:00+00:00", "2026-12-03T10:05:00+00:00", "kept",
+        _side("a" * 32, b8, [1600.0, 1650.0]), _side("b" * 32, b16, [2000.0, 2100.0]),
+    )  # fmt: skip
+    rollback = Experiment(
+        "b300", "u", "2026-12-03T11:00:00+00:00", "2026-12-03T11:05:00+00:00", "kept",
+        _side("b" * 32, b16, [2050.0]), _side("c" * 32, b8, [1620.0]), kind="rollback",
+    )  # fmt: skip
+    first, second = configurations([change, rollback])
+    assert (first.flags, second.flags) == (b8, b16)
+    assert second.status == "rolled back: by `specops rollback`"
+    assert not first.rolled_back and first.status == "kept"
+    top = best([first, second])
+    assert top is not None and top.flags == b8
+    by_probation = Experiment(
+        **{**rollback.__dict__, "source": "probation", "cause": "illegal_memory_access"}
+    )
+    assert configurations([change, by_probation])[1].status == (
+        "rolled back: illegal_memory_access (by probation)"
+    )
+    # Before any rollback, the fast kept change is best.
+    top = best(configurations([change]))
+    assert top is not None and top.flags == b16

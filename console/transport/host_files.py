@@ -1,0 +1,57 @@
+"""What specops keeps on a host, under `/var/lib/specops/UNIT/`, and how it gets there.
+
+The host's history (console/tuning/history.py) and its experiment ledger
+(console/evidence/ledger.py) live beside each other on the host, so every console and every
+profile name that reaches the host sees the same record. Both are written the same way: the
+directory made, the text written under a temporary name in it, then renamed over the target
+(one rename(2): a reader sees the old file or the new one, never half of one), each step
+through `sudo -n` when the profile says so (console/transport/remote.py).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+from console.transport import remote
+from console.transport.ssh import CommandFailed, HostSession
+
+STATE_ROOT = "/var/lib/specops"
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.json")
+"""The files `read_json_files` returns: plain names only (what specops itself writes)."""
+
+
+def unit_state_dir(unit: str) -> str:
+    """`/var/lib/specops/UNIT` (the unit name is validated before it becomes a path)."""
+    remote.systemctl_cat(unit)
+    return posixpath.join(STATE_ROOT, unit)
+
+
+async def replace_file(
+    session: HostSession, path: str, text: str, tmp_name: str | None = None
+) -> str:
+    """Write `text` to `path` on the host in one step (temp name in the same directory, then
+    rename); returns `path`. `tmp_name` defaults to `.NAME.tmp`: writers of different files
+    never share a temporary name."""
+    directory = posixpath.dirname(path)
+    tmp = posixpath.join(directory, tmp_name or f".{posixpath.basename(path)}.tmp")
+    await session.run(remote.make_dirs(directory))
+    await session.run(remote.write_file(tmp, text))
+    await session.run(remote.move(tmp, path))
+    return path
+
+
+async def read_json_files(session: HostSession, directory: str) -> list[tuple[str, str]]:
+    """(name, text) of every `*.json` file in `directory` on the host, by name; [] when the
+    directory does not exist. The text comes without its line breaks (JSON needs none:
+    one inside a string is always escaped), one file per line on the wire."""
+    command = remote.read_json_files(directory)
+    result = await session.run(command, check=False, timeout=120)
+    if result.returncode != 0:
+        raise CommandFailed(session.name, result)
+    lines = result.stdout.split("\n")
+    found: list[tuple[str, str]] = []
+    for name, text in zip(lines[0::2], lines[1::2], strict=False):
+        if NAME_RE.fullmatch(name):
+            found.append((name, text))
+    return sorted(found)
