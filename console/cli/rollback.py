@@ -2,9 +2,9 @@
 
 The target comes from the host's own history (console/tuning/rollback.py, shared with the
 TUI): by default the newest configuration that survived its soak and is not what runs now;
-`--to N` any entry; `--original` the unit with no specops drop-in. It then goes through exactly what `set` does:
-the diff, the build check, confirmation, restart, health, smoke and soak, with its own
-history entry (kind "rollback").
+`--to N` any entry; `--original` the unit with no specops drop-in. It then goes through
+exactly what `set` does: the diff, the build check, confirmation, restart, health, smoke and
+soak, with its own history entry (kind "rollback").
 """
 
 from __future__ import annotations

@@ -11,14 +11,18 @@ from typing import Any
 from textual.pilot import Pilot
 
 from console.app import SpecopsApp
+from console.tuning.history_rows import HostHistory
 from tests.ui.scripted import (
+    UNIT,
     ScriptedFleet,
     profiles,
     rollout_events,
     scripted_crash,
+    scripted_history,
     scripted_plan,
     snapshot_report,
 )
+from widgets.history_view import HistoryScreen
 from widgets.messages import CrashReceived
 from widgets.rollout_view import RolloutScreen
 from widgets.snapshot_panel import SnapshotPanel
@@ -129,3 +133,25 @@ def test_rollout_80x24(snap_compare: Any) -> None:
 
 def test_rollout_120x34(snap_compare: Any) -> None:
     assert snap_compare(app(), terminal_size=MEDIUM, run_before=_rollout)
+
+
+async def _history(pilot: Pilot[Any]) -> None:
+    await settle(pilot)
+    found = scripted_history()
+
+    async def loader() -> HostHistory:
+        return found
+
+    def planners(to: int | None, original: bool) -> Any:
+        raise AssertionError("no rollback in a screenshot")
+
+    await pilot.app.push_screen(HistoryScreen("b300", UNIT, loader, planners))
+    await pilot.pause(0.3)
+
+
+def test_history_80x24(snap_compare: Any) -> None:
+    assert snap_compare(app(), terminal_size=SMALL, run_before=_history)
+
+
+def test_history_120x34(snap_compare: Any) -> None:
+    assert snap_compare(app(), terminal_size=MEDIUM, run_before=_history)
