@@ -24,6 +24,7 @@ from textual.widgets import DataTable, Static
 from console.transport.ssh import RemoteError
 from console.tuning.history import HistoryEntry, HistoryError
 from console.tuning.history_rows import (
+    OUTCOME_STYLE,
     HostHistory,
     changes_text,
     detail_lines,
@@ -39,14 +40,6 @@ HistoryLoader = Callable[[], Awaitable[HostHistory]]
 RollbackPlanners = Callable[[int | None, bool], RollbackPlanner]
 """(entry N or None, original?) → the planner of that rollback, run on the engine."""
 
-OUTCOME_STYLE = {
-    "kept": "green",
-    "original": "cyan",
-    "rolled_back": "yellow",
-    "failed": "red",
-    "abandoned": "bold red",
-    "started": "bold yellow",
-}
 COLUMNS = ("#", "", "outcome", "changes", "run", "when (UTC)", "who")
 HINT = "enter roll back to it · o back to the original · r reload · escape close"
 

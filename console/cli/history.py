@@ -29,16 +29,7 @@ from console.service.flags import format_value
 from console.transport.ssh import Disconnected, RemoteError
 from console.tuning import history
 from console.tuning.history import HistoryEntry, HistoryError
-from console.tuning.history_rows import detail_lines
-
-OUTCOME_STYLE = {
-    "kept": "green",
-    "original": "cyan",
-    "rolled_back": "yellow",
-    "failed": "red",
-    "abandoned": "bold red",
-    "started": "bold yellow",
-}
+from console.tuning.history_rows import OUTCOME_STYLE, detail_lines
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:

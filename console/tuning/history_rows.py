@@ -19,6 +19,16 @@ from console.transport.ssh import HostSession
 from console.tuning import history
 from console.tuning.history import HistoryEntry
 
+OUTCOME_STYLE = {
+    "kept": "green",
+    "original": "cyan",
+    "rolled_back": "yellow",
+    "failed": "red",
+    "abandoned": "bold red",
+    "started": "bold yellow",
+}
+"""How `specops history` and the history view colour each outcome (rich style names)."""
+
 
 @dataclass(frozen=True)
 class HostHistory:

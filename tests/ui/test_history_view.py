@@ -76,10 +76,23 @@ async def open_history(app: SpecopsApp, pilot: Pilot[int]) -> HistoryScreen:
     return screen
 
 
-async def confirm_and_run(app: SpecopsApp, pilot: Pilot[int]) -> RolloutScreen:
+async def open_confirm(app: SpecopsApp, pilot: Pilot[int], *keys: str) -> RollbackConfirmScreen:
+    """Press `keys` and wait for the rollback's diff to be worked out."""
+    await pilot.press(*keys)
+    await until(pilot, lambda: isinstance(app.screen, RollbackConfirmScreen))
     confirm = app.screen
     assert isinstance(confirm, RollbackConfirmScreen)
     await until(pilot, lambda: confirm.plan is not None)
+    return confirm
+
+
+def target_of(confirm: RollbackConfirmScreen) -> str:
+    return text_of(confirm.query_one("#rollback-target", Static))
+
+
+async def confirm_and_run(app: SpecopsApp, pilot: Pilot[int]) -> RolloutScreen:
+    """`y` on the rollback's diff; returns the rollout's screen once the rollout ended."""
+    assert isinstance(app.screen, RollbackConfirmScreen) and app.screen.plan is not None
     await pilot.press("y")
     await until(pilot, lambda: isinstance(app.screen, RolloutScreen))
     view = app.screen
@@ -126,17 +139,11 @@ async def test_R_and_confirm_roll_back_to_the_configuration_before(
     app = SpecopsApp(Fleet(load_fleet(fleet.profiles_dir)))
     async with app.run_test(size=(140, 44)) as pilot:
         await until(pilot, lambda: "budget" in getattr(app.fleet.status.get("b300"), "flags", {}))
-        await pilot.press("R")
-        await until(pilot, lambda: isinstance(app.screen, RollbackConfirmScreen))
-        confirm = app.screen
-        assert isinstance(confirm, RollbackConfirmScreen)
-        await until(pilot, lambda: confirm.plan is not None)
+        confirm = await open_confirm(app, pilot, "R")
         diff = text_of(confirm.query_one("#rollback-diff-text", Static))
         assert "-    --speculative-num-draft-tokens 6" in diff
         assert "+    --speculative-num-draft-tokens 4" in diff
-        assert "back to history entry 1 (kept" in text_of(
-            confirm.query_one("#rollback-target", Static)
-        )
+        assert "back to history entry 1 (kept" in target_of(confirm)
         view = await confirm_and_run(app, pilot)
         assert view.result is not None and view.result.outcome is RolloutOutcome.APPLIED
         assert "rollback · b300" in text_of(view.query_one("#rollout-title", Static))
@@ -157,14 +164,8 @@ async def test_o_in_the_history_view_goes_back_to_the_units_original(
     app = SpecopsApp(Fleet(load_fleet(fleet.profiles_dir)))
     async with app.run_test(size=(140, 44)) as pilot:
         await open_history(app, pilot)
-        await pilot.press("o")
-        await until(pilot, lambda: isinstance(app.screen, RollbackConfirmScreen))
-        confirm = app.screen
-        assert isinstance(confirm, RollbackConfirmScreen)
-        await until(pilot, lambda: confirm.plan is not None)
-        assert "the unit's own configuration" in text_of(
-            confirm.query_one("#rollback-target", Static)
-        )
+        confirm = await open_confirm(app, pilot, "o")
+        assert "the unit's own configuration" in target_of(confirm)
         view = await confirm_and_run(app, pilot)
         assert view.result is not None and view.result.outcome is RolloutOutcome.APPLIED
         await pilot.press("escape")
@@ -187,21 +188,11 @@ async def test_cancelling_the_confirm_leaves_the_host_unchanged(fleet: SimFleet)
         screen = await open_history(app, pilot)
         already = len(host.commands)
         await pilot.press("down")  # entry 0, the original
-        await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, RollbackConfirmScreen))
-        confirm = app.screen
-        assert isinstance(confirm, RollbackConfirmScreen)
-        await until(pilot, lambda: confirm.plan is not None)
-        assert "back to history entry 0 (original" in text_of(
-            confirm.query_one("#rollback-target", Static)
-        )
+        confirm = await open_confirm(app, pilot, "enter")
+        assert "back to history entry 0 (original" in target_of(confirm)
         await pilot.press("escape")  # cancel: back in the history view
         await until(pilot, lambda: app.screen is screen)
-        await pilot.press("escape", "R")
-        await until(pilot, lambda: isinstance(app.screen, RollbackConfirmScreen))
-        again = app.screen
-        assert isinstance(again, RollbackConfirmScreen)
-        await until(pilot, lambda: again.plan is not None)
+        await open_confirm(app, pilot, "escape", "R")  # and `R` from the main screen
         await pilot.press("escape")
         await until(pilot, lambda: len(app.screen_stack) == 1)
         await pilot.pause(0.3)
