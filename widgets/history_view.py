@@ -64,7 +64,7 @@ class HistoryScreen(ModalScreen["Plan | None"]):
         Binding("enter", "rollback_to", "Roll back to it", id="history-rollback-to", priority=True),
         Binding("o", "rollback_original", "Back to original", id="history-original"),
         Binding("r", "reload", "Reload", id="history-reload"),
-        Binding("escape,h", "close", "Close", id="history-close"),
+        Binding("escape,h,q", "close", "Close", id="history-close"),
     ]
 
     def __init__(

@@ -38,7 +38,7 @@ class RollbackConfirmScreen(ModalScreen["Plan | None"]):
         width: 110; max-width: 100%; height: auto; max-height: 95%;
         border: round $warning; background: $surface; padding: 0 1;
     }
-    RollbackConfirmScreen #rollback-diff { height: auto; max-height: 22; }
+    RollbackConfirmScreen #rollback-diff { height: auto; max-height: 22; margin-top: 1; }
     RollbackConfirmScreen #rollback-error { color: $error; height: auto; }
     RollbackConfirmScreen .hint { color: $text-muted; }
     """
@@ -64,9 +64,10 @@ class RollbackConfirmScreen(ModalScreen["Plan | None"]):
             )
             yield Static(Text(f"to {self.what}"), id="rollback-target")
             yield Static("", id="rollback-error")
+            # Above the diff: a long one must never push the keys off a small terminal.
+            yield Static(HINT_LOADING, id="rollback-hint", classes="hint")
             with VerticalScroll(id="rollback-diff"):
                 yield Static("", id="rollback-diff-text")
-            yield Static(HINT_LOADING, id="rollback-hint", classes="hint")
 
     def on_mount(self) -> None:
         self._make_plan()

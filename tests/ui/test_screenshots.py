@@ -12,6 +12,7 @@ from textual.pilot import Pilot
 
 from console.app import SpecopsApp
 from console.tuning.history_rows import HostHistory
+from console.tuning.rollback import RollbackPlan
 from tests.ui.scripted import (
     UNIT,
     ScriptedFleet,
@@ -24,6 +25,7 @@ from tests.ui.scripted import (
 )
 from widgets.history_view import HistoryScreen
 from widgets.messages import CrashReceived
+from widgets.rollback_confirm import RollbackConfirmScreen
 from widgets.rollout_view import RolloutScreen
 from widgets.snapshot_panel import SnapshotPanel
 
@@ -155,3 +157,20 @@ def test_history_80x24(snap_compare: Any) -> None:
 
 def test_history_120x34(snap_compare: Any) -> None:
     assert snap_compare(app(), terminal_size=MEDIUM, run_before=_history)
+
+
+async def _rollback_confirm(pilot: Pilot[Any]) -> None:
+    await settle(pilot)
+    history = scripted_history()
+    found = RollbackPlan(scripted_plan(profiles()[0]), history.entries[1])
+
+    async def planner() -> RollbackPlan:
+        return found
+
+    what = "the previous good configuration"
+    await pilot.app.push_screen(RollbackConfirmScreen("b300", UNIT, what, planner))
+    await pilot.pause(0.3)
+
+
+def test_rollback_confirm_80x24(snap_compare: Any) -> None:
+    assert snap_compare(app(), terminal_size=SMALL, run_before=_rollback_confirm)
