@@ -4,6 +4,7 @@ screen, the host's drop-in and `specops flags HOST --json` afterwards."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,6 +24,8 @@ from console.events import RolloutOutcome
 from console.fleet import Fleet
 from console.profiles import load_fleet
 from console.sim.fleet import SimFleet
+from console.tuning.history_rows import HostHistory
+from tests.ui.scripted import ScriptedFleet, profiles, scripted_history
 from tests.ui.support import simulated_fleet, until
 from widgets.history_view import HistoryScreen
 from widgets.rollback_confirm import RollbackConfirmScreen
@@ -232,4 +235,30 @@ async def test_an_unreachable_host_says_so_in_the_history_view(fleet: SimFleet) 
         status = text_of(screen.query_one("#history-status", Static))
         assert status.startswith("cannot read the history of b300: b300:")
         assert screen.has_class("-error")
+        await pilot.press("escape", "q")
+
+
+async def test_the_view_says_it_is_reading_until_the_host_answers() -> None:
+    answered = asyncio.Event()
+    found = scripted_history()
+
+    async def loader() -> HostHistory:
+        await answered.wait()
+        return found
+
+    def planners(to: int | None, original: bool) -> Any:
+        raise AssertionError("nothing is rolled back here")
+
+    app = SpecopsApp(ScriptedFleet(profiles()))
+    async with app.run_test(size=(120, 34)) as pilot:
+        screen = HistoryScreen("b300", UNIT, loader, planners)
+        await app.push_screen(screen)
+        await pilot.pause(0.1)
+        status = screen.query_one("#history-status", Static)
+        assert text_of(status) == "reading the history on b300 …"
+        assert screen.query_one(DataTable).row_count == 0
+        answered.set()
+        await until(pilot, lambda: screen.history is not None)
+        assert text_of(status).startswith("now: entry 4 · last good: entry 4 · 5 entries")
+        assert screen.query_one(DataTable).row_count == 5
         await pilot.press("escape", "q")
