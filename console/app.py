@@ -65,8 +65,10 @@ from console.settings import Settings, state_dir
 from console.state import load_last_good, write_atomic
 from console.transport.ssh import RemoteError
 from console.tuning.flag_history import flag_history
+from console.tuning.history_rows import read_host_history
 from console.tuning.plan import Plan, prepare
-from console.tuning.rollout import Rollout
+from console.tuning.rollback import prepare_rollback
+from console.tuning.rollout import Rollout, RolloutOptions
 from console.watch.journal import LineFilter
 from widgets.accept_chart import POINTS as CHART_POINTS
 from widgets.accept_chart import AcceptChart
@@ -77,6 +79,7 @@ from widgets.commands import palette_commands
 from widgets.compare_view import CompareScreen
 from widgets.flag_editor import FlagEditorScreen
 from widgets.help_screen import HelpScreen
+from widgets.history_view import HistoryScreen
 from widgets.host_table import HostTable
 from widgets.journal_view import JournalView, PromptInput
 from widgets.messages import (
@@ -88,6 +91,7 @@ from widgets.messages import (
     SnapshotFinished,
     SnapshotProgressed,
 )
+from widgets.rollback_confirm import RollbackConfirmScreen, RollbackPlanner
 from widgets.rollout_view import (
     OUTCOME_SEVERITY,
     RolloutScreen,
@@ -135,6 +139,8 @@ class SpecopsApp(App[int]):
     BINDINGS = [
         Binding("q", "quit", "Quit", id="quit"),
         Binding("f", "edit_flags", "Flags", id="flags-edit"),
+        Binding("h", "show_history", "History", id="history-view", show=False),
+        Binding("R", "rollback", "Roll back", id="rollback", show=False),
         # priority: otherwise the screen's focus-next takes tab before the app sees it.
         Binding("tab", "next_host", "Next host", id="next-host", show=False, priority=True),
         Binding("s", "snapshot_host", "Snapshot", id="snapshot-host"),
@@ -746,17 +752,66 @@ class SpecopsApp(App[int]):
             return
         self.exit()
 
-    def _flags_confirmed(self, plan: Plan | None) -> None:
+    def _flags_confirmed(self, plan: Plan | None, kind: str = "change") -> None:
         if plan is None:
             return
-        screen = RolloutScreen(plan)
+        screen = RolloutScreen(plan, kind=kind)
         self._rollout_screens[plan.host] = screen
         self.push_screen(screen)
-        self._start_rollout(plan)
+        self._start_rollout(plan, kind)
+
+    # --- history and rollback (the same diff, confirm and rollout as a flag change) -------
+
+    def _rollback_refused(self, name: str) -> str | None:
+        if self.read_only:
+            return "read-only: rollbacks are disabled"
+        if any(w.group == rollout_group(name) and not w.is_finished for w in self.workers):
+            return f"{name}: a flag change is already running"
+        return None
+
+    def _rollback_planner(self, name: str, to: int | None, original: bool) -> RollbackPlanner:
+        session = self.fleet.sessions[name]
+        return lambda: self.engine.run(prepare_rollback(session, to=to, original=original))
+
+    def _rollback_confirmed(self, plan: Plan | None) -> None:
+        refused = self._rollback_refused(plan.host) if plan is not None else None
+        if refused is not None:  # a change started meanwhile, from another screen
+            self.notify(refused, title="rollback", severity="warning", markup=False)
+        else:
+            self._flags_confirmed(plan, "rollback")
+
+    def action_show_history(self) -> None:
+        name = self.selected_host
+        if name is None or len(self.screen_stack) > 1:
+            return
+        session = self.fleet.sessions[name]
+        screen = HistoryScreen(
+            name,
+            session.profile.service.unit,
+            lambda: self.engine.run(read_host_history(session)),
+            lambda to, original: self._rollback_planner(name, to, original),
+            refused=lambda: self._rollback_refused(name),
+        )
+        self.push_screen(screen, callback=self._rollback_confirmed)
+
+    def action_rollback(self) -> None:
+        """`R`: back to the selected host's previous good configuration (its own history)."""
+        name = self.selected_host
+        if name is None or len(self.screen_stack) > 1:
+            return
+        refused = self._rollback_refused(name)
+        if refused is not None:
+            self.notify(refused, title="rollback", severity="warning", markup=False)
+            return
+        unit = self.fleet.profiles[name].service.unit
+        planner = self._rollback_planner(name, None, False)
+        what = "the previous good configuration"
+        screen = RollbackConfirmScreen(name, unit, what, planner)
+        self.push_screen(screen, callback=self._rollback_confirmed)
 
     # --- rollout -------------------------------------------------------------------------
 
-    def _start_rollout(self, plan: Plan) -> None:
+    def _start_rollout(self, plan: Plan, kind: str = "change") -> None:
         """Run a flag change on the engine as an app worker: it outlives its screen."""
         host = plan.host
 
@@ -765,7 +820,8 @@ class SpecopsApp(App[int]):
 
         async def run() -> None:
             session = self.fleet.sessions[host]
-            rollout = Rollout(session, plan, on_event=event)
+            options = RolloutOptions(kind=kind)
+            rollout = Rollout(session, plan, on_event=event, options=options)
             try:  # the run the change leaves, for the experiment ledger
                 before: str | None = await self.engine.run(current_invocation(session))
             except (RemoteError, OSError):
@@ -776,12 +832,12 @@ class SpecopsApp(App[int]):
             except Exception as exc:  # a bug must reach the operator, never vanish
                 log.exception("%s: rollout crashed", host)
                 self.notify(f"{host}: rollout stopped: {exc}", severity="error", markup=False)
-                self._audit_action(plan, f"stopped: {exc}")
+                self._audit_action(plan, f"stopped: {exc}", kind)
                 return
-            self._audit_action(plan, result.summary())
+            self._audit_action(plan, result.summary(), kind)
             self.notify(
                 outcome_text(result),
-                title="flag change",
+                title="rollback" if kind == "rollback" else "flag change",
                 severity=OUTCOME_SEVERITY[result.outcome],
                 timeout=NOTIFY_TIMEOUT_S,
                 markup=False,
@@ -804,9 +860,10 @@ class SpecopsApp(App[int]):
             description=f"{host}: {plan.summary()}",
         )
 
-    def _audit_action(self, plan: Plan, outcome: str) -> None:
+    def _audit_action(self, plan: Plan, outcome: str, kind: str = "change") -> None:
         if self.fleet.on_action is not None:
-            entry = action_record(plan.host, "flags", plan.summary(), outcome, plan.dropin)
+            action = "rollback" if kind == "rollback" else "flags"
+            entry = action_record(plan.host, action, plan.summary(), outcome, plan.dropin)
             self.fleet.on_action(entry)
 
     @on(RolloutUpdated)

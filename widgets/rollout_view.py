@@ -82,14 +82,18 @@ class RolloutScreen(Screen[None]):
     """
     BINDINGS = [Binding("escape", "close", "Close (the rollout goes on)", id="rollout-close")]
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, kind: str = "change") -> None:
         super().__init__()
         self.plan = plan
+        self.kind = kind
+        """"change" (the flag editor) or "rollback" (`R`, the history view)."""
         self.result: RolloutFinished | None = None
         self._invocation: str | None = None
 
     def compose(self) -> ComposeResult:
         title = Text.assemble((self.plan.host, "bold"), f" · {self.plan.unit} · ")
+        if self.kind == "rollback":
+            title = Text.assemble(("rollback · ", "bold"), title)
         title.append(self.plan.summary())
         yield Static(title, id="rollout-title")
         with Horizontal():

@@ -29,15 +29,7 @@ from console.service.flags import format_value
 from console.transport.ssh import Disconnected, RemoteError
 from console.tuning import history
 from console.tuning.history import HistoryEntry, HistoryError
-
-OUTCOME_STYLE = {
-    "kept": "green",
-    "original": "cyan",
-    "rolled_back": "yellow",
-    "failed": "red",
-    "abandoned": "bold red",
-    "started": "bold yellow",
-}
+from console.tuning.history_rows import OUTCOME_STYLE, detail_lines
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -62,22 +54,6 @@ def describe(entry: HistoryEntry) -> str:
     if entry.who:
         line += f"  ({entry.who})"
     return line
-
-
-def details(entry: HistoryEntry) -> list[str]:
-    extra: list[str] = []
-    if entry.outcome in ("rolled_back", "failed", "abandoned") and entry.reason:
-        extra.append(entry.reason)
-    if entry.exception_line:
-        extra.append(f"last exception: {entry.exception_line}")
-    if entry.restarts:
-        extra.append(f"NRestarts before reset-failed: {entry.restarts}")
-    if entry.outcome == "kept":
-        accept = f"accept len {entry.accept_len:.2f}, " if entry.accept_len is not None else ""
-        extra.append(
-            f"{accept}stayed up {entry.soaked_s or 0:g}s, invocation {entry.invocation_id}"
-        )
-    return extra
 
 
 async def cmd_history(args: argparse.Namespace) -> int:
@@ -117,7 +93,7 @@ async def cmd_history(args: argparse.Namespace) -> int:
         mark = "*" if good is not None and entry.n == good.n else " "
         text = f"{mark}{escape(describe(entry))}"
         out.print(f"[{style}]{text}[/{style}]" if style else text, soft_wrap=True)
-        for line in details(entry):
+        for line in detail_lines(entry):
             out.print(f"       {escape(line)}", style="dim", soft_wrap=True)
     if good is not None:
         out.print(f"* last good: entry {good.n} ({good.outcome})", soft_wrap=True)

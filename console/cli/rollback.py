@@ -1,10 +1,10 @@
 """`specops rollback HOST [--to N | --original] [--yes] [--dry-run]`: back to a good configuration.
 
-The target comes from the host's own history (console/tuning/history.py): by default the
-newest configuration that survived its soak and is not what runs now; `--to N` any entry;
-`--original` the unit with no specops drop-in. It then goes through exactly what `set` does:
-the diff, the build check, confirmation, restart, health, smoke and soak, with its own
-history entry (kind "rollback").
+The target comes from the host's own history (console/tuning/rollback.py, shared with the
+TUI): by default the newest configuration that survived its soak and is not what runs now;
+`--to N` any entry; `--original` the unit with no specops drop-in. It then goes through
+exactly what `set` does: the diff, the build check, confirmation, restart, health, smoke and
+soak, with its own history entry (kind "rollback").
 """
 
 from __future__ import annotations
@@ -29,11 +29,10 @@ from console.cli.common import (
 from console.cli.set import run_plan, soak_seconds
 from console.profiles import select
 from console.service.execline import FlagError
-from console.transport import remote
 from console.transport.ssh import Disconnected, HostSession, RemoteError
-from console.tuning import history
 from console.tuning.history import HistoryError
-from console.tuning.plan import Plan, make_plan, original_plan
+from console.tuning.plan import Plan
+from console.tuning.rollback import RollbackError, read_rollback
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -93,32 +92,10 @@ async def cmd_rollback(args: argparse.Namespace) -> int:
 
 
 async def _plan(session: HostSession, args: argparse.Namespace) -> Plan | None:
-    profile = session.profile
-    unit = profile.service.unit
-    cat = (await session.run(remote.systemctl_cat(unit), timeout=30)).stdout
-    if args.original:
-        out.print(f"{profile.name}: back to the unit's own configuration (no specops drop-in)")
-        return original_plan(profile, cat)
-    entries = await history.load(session, unit)
-    if not entries:
-        entries = [history.original_entry(profile, cat, original_plan(profile, cat).dropin_path)]
-    if args.to is not None:
-        target = next((e for e in entries if e.n == args.to), None)
-        if target is None:
-            numbers = ", ".join(str(e.n) for e in entries)
-            err.print(f"specops: {profile.name}: no history entry {args.to} (there are {numbers})")
-            return None
-    else:
-        current = make_plan(profile, cat, {}).old_values
-        target = history.rollback_target(entries, current)
-        if target is None:
-            err.print(f"specops: {profile.name}: no earlier good configuration in its history")
-            return None
-    out.print(
-        f"{profile.name}: back to history entry {target.n} ({target.outcome}, "
-        f"{escape(target.who or '?')})",
-        soft_wrap=True,
-    )
-    if target.dropin is None:
-        return original_plan(profile, cat)
-    return make_plan(profile, cat, dict(target.values))
+    try:
+        found = await read_rollback(session, to=args.to, original=args.original)
+    except RollbackError as exc:
+        err.print(f"specops: {exc}", markup=False)
+        return None
+    out.print(f"{session.profile.name}: {escape(found.label)}", soft_wrap=True)
+    return found.plan

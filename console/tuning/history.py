@@ -150,6 +150,20 @@ def original_entry(profile: Profile, cat_text: str, dropin_path: str) -> History
     )
 
 
+def running_values(profile: Profile, cat_text: str) -> dict[str, FlagValue]:
+    """The profile's flags as the effective unit (`systemctl cat`) sets them now."""
+    service = effective_service(cat_text)
+    return dict(read_flags(profile.flags, service.argv, service.environment))
+
+
+def current_entry(
+    entries: Sequence[HistoryEntry], running: Mapping[str, FlagValue]
+) -> HistoryEntry | None:
+    """The entry the host runs now: the newest good one with the running values (None when
+    the unit was changed outside specops since)."""
+    return next((e for e in reversed(entries) if e.good and dict(e.values) == dict(running)), None)
+
+
 def last_good(entries: Sequence[HistoryEntry]) -> HistoryEntry | None:
     """The newest configuration that survived its soak (or the original)."""
     return next((e for e in reversed(entries) if e.good), None)

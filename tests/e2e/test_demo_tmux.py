@@ -113,7 +113,9 @@ def _demo_pane(isolated_home: Path, tmp_path: Path, width: int, height: int) -> 
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)
 
 
-def test_a_person_picks_a_host_snapshots_opens_flags_reads_help_and_quits(pane: Pane) -> None:
+def test_a_person_picks_a_host_snapshots_opens_flags_and_history_reads_help_and_quits(
+    pane: Pane,
+) -> None:
     screen = pane.wait_for("accept len", timeout=30)
     assert "b300" in screen and "pro6000" in screen
     screen = pane.wait_for("connected", timeout=30, times=2)
@@ -133,6 +135,12 @@ def test_a_person_picks_a_host_snapshots_opens_flags_reads_help_and_quits(pane: 
     assert "budget" in screen and "cuda_graph" in screen
     pane.keys("Escape")
     pane.wait_gone("flags · pro6000")
+
+    pane.keys("h")  # the host's own history: never changed yet
+    screen = pane.wait_for("specops never changed")
+    assert "history · pro6000" in screen
+    pane.keys("Escape")
+    pane.wait_gone("history · pro6000")
 
     pane.keys("?")
     screen = pane.wait_for("specops — keys")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from console.events import (
     CrashDetected,
@@ -27,6 +28,8 @@ from console.fleet import Fleet
 from console.profiles import Profile, load_fleet
 from console.sim.host import unit_file
 from console.transport.ssh import ConnState, HostState
+from console.tuning.history import HistoryEntry
+from console.tuning.history_rows import HostHistory
 from console.tuning.plan import Plan, make_plan
 from console.watch.monitor import HostMonitor
 
@@ -199,3 +202,68 @@ def rollout_events(host: str) -> list[RolloutEvent]:
         )
     )
     return events
+
+
+def scripted_history(host: str = "b300") -> HostHistory:
+    """A host's history with fixed times: the original, a kept change, a crash rolled back,
+    an abandoned change and the rollback that followed it."""
+    t0 = 1764625200.0  # 2026-12-01 21:40:00 UTC
+    original = {"budget": 8, "topk": 4, "cuda_graph": True, "nvls": True}
+    who = "alice@laptop"
+
+    def entry(n: int, kind: str, outcome: str, values: dict[str, Any], **extra: Any) -> Any:
+        return HistoryEntry(
+            n=n,
+            kind=kind,
+            outcome=outcome,
+            values={**original, **values},
+            argv=(),
+            environment={},
+            dropin=None if n == 0 else "[Service]\n",
+            started_at=t0 + 600 * n,
+            who=who if n else "the unit's own files",
+            profile=host,
+            **extra,
+        )
+
+    entries = (
+        entry(0, "original", "original", {}),
+        entry(
+            1,
+            "change",
+            "kept",
+            {"budget": 6},
+            accept_len=4.31,
+            soaked_s=60.0,
+            invocation_id="1" * 32,
+        ),
+        entry(
+            2,
+            "change",
+            "rolled_back",
+            {"budget": 16},
+            signature="illegal_memory_access",
+            stage="soak",
+            ready_to_crash_s=4.2,
+            reason="crash: illegal_memory_access",
+            exception_line="torch.AcceleratorError: CUDA error: an illegal memory access",
+            restarts=3,
+        ),
+        entry(3, "change", "abandoned", {"budget": 4, "cuda_graph": False}),
+        entry(
+            4,
+            "rollback",
+            "kept",
+            {"budget": 6},
+            accept_len=4.36,
+            soaked_s=60.0,
+            invocation_id="4" * 32,
+        ),
+    )
+    return HostHistory(
+        host=host,
+        unit=UNIT,
+        path=f"/var/lib/specops/{UNIT}/history.json",
+        entries=entries,
+        running={**original, "budget": 6},
+    )

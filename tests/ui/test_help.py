@@ -21,7 +21,7 @@ async def test_help_lists_the_live_keys_for_this_fleet_and_scrolls() -> None:
         assert isinstance(screen, HelpScreen)
         rows = {(keys, what) for keys, what, _ in screen._rows}
         keys = {k for keys, _ in rows for k in keys.split(", ")}
-        assert {"q", "up", "down", "left", "right", "1", "2", "?", "A", "f"} <= keys
+        assert {"q", "up", "down", "left", "right", "1", "2", "?", "A", "f", "h", "R"} <= keys
         assert "3" not in keys and "9" not in keys
         table = screen.query_one(DataTable)
         assert table.has_focus

@@ -11,15 +11,21 @@ from typing import Any
 from textual.pilot import Pilot
 
 from console.app import SpecopsApp
+from console.tuning.history_rows import HostHistory
+from console.tuning.rollback import RollbackPlan
 from tests.ui.scripted import (
+    UNIT,
     ScriptedFleet,
     profiles,
     rollout_events,
     scripted_crash,
+    scripted_history,
     scripted_plan,
     snapshot_report,
 )
+from widgets.history_view import HistoryScreen
 from widgets.messages import CrashReceived
+from widgets.rollback_confirm import RollbackConfirmScreen
 from widgets.rollout_view import RolloutScreen
 from widgets.snapshot_panel import SnapshotPanel
 
@@ -129,3 +135,42 @@ def test_rollout_80x24(snap_compare: Any) -> None:
 
 def test_rollout_120x34(snap_compare: Any) -> None:
     assert snap_compare(app(), terminal_size=MEDIUM, run_before=_rollout)
+
+
+async def _history(pilot: Pilot[Any]) -> None:
+    await settle(pilot)
+    found = scripted_history()
+
+    async def loader() -> HostHistory:
+        return found
+
+    def planners(to: int | None, original: bool) -> Any:
+        raise AssertionError("no rollback in a screenshot")
+
+    await pilot.app.push_screen(HistoryScreen("b300", UNIT, loader, planners))
+    await pilot.pause(0.3)
+
+
+def test_history_80x24(snap_compare: Any) -> None:
+    assert snap_compare(app(), terminal_size=SMALL, run_before=_history)
+
+
+def test_history_120x34(snap_compare: Any) -> None:
+    assert snap_compare(app(), terminal_size=MEDIUM, run_before=_history)
+
+
+async def _rollback_confirm(pilot: Pilot[Any]) -> None:
+    await settle(pilot)
+    history = scripted_history()
+    found = RollbackPlan(scripted_plan(profiles()[0]), history.entries[1])
+
+    async def planner() -> RollbackPlan:
+        return found
+
+    what = "the previous good configuration"
+    await pilot.app.push_screen(RollbackConfirmScreen("b300", UNIT, what, planner))
+    await pilot.pause(0.3)
+
+
+def test_rollback_confirm_80x24(snap_compare: Any) -> None:
+    assert snap_compare(app(), terminal_size=SMALL, run_before=_rollback_confirm)
