@@ -12,9 +12,14 @@ from console.profiles import FlagValue
 from console.transport.ssh import HostState
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class JournalEntry:
-    """One record of the unit: a journal entry, plus the header-less lines that continue it."""
+    """One record of the unit: a journal entry, plus the header-less lines that continue it.
+
+    Immutable by convention, not `frozen`: one is built for every journal line, and a frozen
+    dataclass's `__init__` (`object.__setattr__` per field) cost 1.2 µs of the engine's ~6 a
+    line, where plain slots take 0.2. Never assign to one; `dataclasses.replace` makes a new one.
+    """
 
     host: str
     cursor: str

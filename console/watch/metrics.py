@@ -27,6 +27,8 @@ from types import MappingProxyType
 
 from console.watch.sglang import DecodeBatch, ParsedLine, PrefillBatch
 
+_isfinite = math.isfinite
+
 __all__ = [
     "BUILTIN_SERIES",
     "DEFAULT_MAXLEN",
@@ -183,7 +185,7 @@ class Series:
 
     def append(self, ts: float, value: float) -> bool:
         """Record a sample; non-finite values are dropped (False), so stats stay meaningful."""
-        if not (math.isfinite(value) and math.isfinite(ts)):
+        if not (_isfinite(value) and _isfinite(ts)):
             return False
         if len(self._ts) < self._maxlen:
             self._ts.append(ts)
@@ -333,11 +335,19 @@ class HostMetrics:
     def observe(self, line: ParsedLine | None, ts: float) -> bool:
         """Record the numbers of one parsed line at time `ts`; True when anything was recorded."""
         if isinstance(line, DecodeBatch):
-            recorded = self._append("gen_throughput", ts, line.gen_throughput)
-            recorded |= self._append("running_req", ts, line.running_req)
-            recorded |= self._append("queue_req", ts, line.queue_req)
-            recorded |= self._append("accept_len", ts, line.accept_len)
-            recorded |= self._append("accept_rate", ts, line.accept_rate)
+            # Unrolled: this runs for every decode line of a flood (five series each).
+            series = self._series
+            recorded = False
+            if line.gen_throughput is not None:
+                recorded = series["gen_throughput"].append(ts, line.gen_throughput)
+            if line.running_req is not None:
+                recorded = series["running_req"].append(ts, line.running_req) or recorded
+            if line.queue_req is not None:
+                recorded = series["queue_req"].append(ts, line.queue_req) or recorded
+            if line.accept_len is not None:
+                recorded = series["accept_len"].append(ts, line.accept_len) or recorded
+            if line.accept_rate is not None:
+                recorded = series["accept_rate"].append(ts, line.accept_rate) or recorded
             if line.graph is not None:
                 self.graph, self.graph_backend, self.graph_ts = line.graph, line.graph_backend, ts
                 recorded = True
