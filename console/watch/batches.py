@@ -20,7 +20,14 @@ from dataclasses import dataclass
 
 from console.watch.header import Header, prefix_header
 
-__all__ = ["DecodeBatch", "PrefillBatch", "parse_decode", "parse_prefill"]
+__all__ = [
+    "DecodeBatch",
+    "DecodeNumbers",
+    "PrefillBatch",
+    "decode_numbers",
+    "parse_decode",
+    "parse_prefill",
+]
 
 _DECODE_RE = re.compile(r"Decode batch(?: \[(\d+)\])?[.,] ")
 _PREFILL_RE = re.compile(r"Prefill batch(?: \[(\d+)\])?[.,] ")
@@ -284,6 +291,35 @@ def parse_decode(message: str) -> DecodeBatch | None:
         graph,
         None if iteration is None else int(iteration),
         tuple(values.items()),
+    )
+
+
+DecodeNumbers = tuple[
+    float | None, int | None, int | None, float | None, float | None, str | None, bool | None
+]
+"""What a live monitor keeps of a decode line: `(gen_throughput, running_req, queue_req,
+accept_len, accept_rate, graph_backend, graph)`, as `DecodeBatch` has them."""
+
+
+def decode_numbers(message: str) -> DecodeNumbers | None:
+    """`parse_decode`'s numbers without the `DecodeBatch` (no header, no field list): the
+    monitor reads every decode line of a flood and charts only these."""
+    match = _DECODE_RE.search(message)
+    if match is None:
+        return None
+    values, backend, graph = _read_decode_fields(message[match.end() :])
+    if not values and graph is None:
+        return None
+    get = values.get
+    running, queue = get("#running-req"), get("#queue-req")
+    return (
+        get("gen throughput (token/s)"),
+        None if running is None else int(running),
+        None if queue is None else int(queue),
+        get("accept len"),
+        get("accept rate"),
+        backend,
+        graph,
     )
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from itertools import chain, islice
 from types import MappingProxyType
 
-from console.watch.sglang import DecodeBatch, ParsedLine, PrefillBatch
+from console.watch.sglang import DecodeBatch, DecodeNumbers, ParsedLine, PrefillBatch
 
 _isfinite = math.isfinite
 
@@ -335,28 +335,44 @@ class HostMetrics:
     def observe(self, line: ParsedLine | None, ts: float) -> bool:
         """Record the numbers of one parsed line at time `ts`; True when anything was recorded."""
         if isinstance(line, DecodeBatch):
-            # Unrolled: this runs for every decode line of a flood (five series each).
-            series = self._series
-            recorded = False
-            if line.gen_throughput is not None:
-                recorded = series["gen_throughput"].append(ts, line.gen_throughput)
-            if line.running_req is not None:
-                recorded = series["running_req"].append(ts, line.running_req) or recorded
-            if line.queue_req is not None:
-                recorded = series["queue_req"].append(ts, line.queue_req) or recorded
-            if line.accept_len is not None:
-                recorded = series["accept_len"].append(ts, line.accept_len) or recorded
-            if line.accept_rate is not None:
-                recorded = series["accept_rate"].append(ts, line.accept_rate) or recorded
-            if line.graph is not None:
-                self.graph, self.graph_backend, self.graph_ts = line.graph, line.graph_backend, ts
-                recorded = True
-            return recorded
+            return self.observe_decode(
+                ts,
+                (
+                    line.gen_throughput,
+                    line.running_req,
+                    line.queue_req,
+                    line.accept_len,
+                    line.accept_rate,
+                    line.graph_backend,
+                    line.graph,
+                ),
+            )
         if isinstance(line, PrefillBatch):
             # Prefill's running/queue counts would interleave with decode's at a different
             # cadence; only its own throughput is kept.
             return self._append("input_throughput", ts, line.input_throughput)
         return False
+
+    def observe_decode(self, ts: float, numbers: DecodeNumbers) -> bool:
+        """Record one decode line's numbers (`console.watch.batches.decode_numbers`)."""
+        gen, running, queue, accept_len, accept_rate, backend, graph = numbers
+        # Unrolled: this runs for every decode line of a flood (five series each).
+        series = self._series
+        recorded = False
+        if gen is not None:
+            recorded = series["gen_throughput"].append(ts, gen)
+        if running is not None:
+            recorded = series["running_req"].append(ts, running) or recorded
+        if queue is not None:
+            recorded = series["queue_req"].append(ts, queue) or recorded
+        if accept_len is not None:
+            recorded = series["accept_len"].append(ts, accept_len) or recorded
+        if accept_rate is not None:
+            recorded = series["accept_rate"].append(ts, accept_rate) or recorded
+        if graph is not None:
+            self.graph, self.graph_backend, self.graph_ts = graph, backend, ts
+            recorded = True
+        return recorded
 
     def observe_custom(self, matches: Iterable[tuple[str, float]], ts: float) -> None:
         """Record `CustomMetrics.match` results. Names share the built-in namespace."""

@@ -22,7 +22,14 @@ from __future__ import annotations
 
 from typing import TypeAlias
 
-from console.watch.batches import DecodeBatch, PrefillBatch, parse_decode, parse_prefill
+from console.watch.batches import (
+    DecodeBatch,
+    DecodeNumbers,
+    PrefillBatch,
+    decode_numbers,
+    parse_decode,
+    parse_prefill,
+)
 from console.watch.header import Header, has_header, parse_header, strip_ansi
 from console.watch.signatures import CRASH_SIGNATURES, CustomMetrics, crash_signature
 from console.watch.startup import (
@@ -50,6 +57,7 @@ __all__ = [
     "ArgValue",
     "CustomMetrics",
     "DecodeBatch",
+    "DecodeNumbers",
     "DraftRunnerInit",
     "GraphCapture",
     "Header",
@@ -60,6 +68,7 @@ __all__ = [
     "ServerReady",
     "WeightLoad",
     "crash_signature",
+    "decode_numbers",
     "deprecation_warning",
     "has_header",
     "parse_header",
