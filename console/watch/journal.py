@@ -99,7 +99,9 @@ def decode_entry(host: str, line: str) -> JournalEntry | None:
         return None
     try:
         data = _decode_json(line)
-    except msgspec.DecodeError:  # not JSON, or not an object
+    except msgspec.ValidationError:  # JSON, but not an object
+        return None
+    except msgspec.DecodeError:  # not JSON
         log.warning("%s: undecodable journal line skipped: %.200r", host, line)
         return None
     cursor = data.cursor
@@ -119,9 +121,17 @@ def decode_entry(host: str, line: str) -> JournalEntry | None:
         message = "" if raw is _ABSENT else decode_field(raw)
     if not plain and _CONTROL_RE.search(message):  # colour codes are why journald sent bytes
         message = _CONTROL_RE.sub("", _ANSI_RE.sub("", message))
-    seq = None
-    if data.seqnum is not None and data.seqnum_id is not None:
+    # One try for the three numbers (not three helpers, not contextlib.suppress: every line).
+    try:
+        timestamp = int(data.realtime) / 1_000_000
+        priority = int(data.priority)
+        seq: tuple[str, int] | None = (str(data.seqnum_id), int(data.seqnum))
+    except (TypeError, ValueError):
+        timestamp = _micros(data.realtime)
+        priority = _int(data.priority, 6)
         seq = _seq(data.seqnum_id, data.seqnum)
+    if data.seqnum_id is None:
+        seq = None
     dropped = 0
     if data.message_id == SUPPRESSED_MESSAGE_ID:
         with contextlib.suppress(ValueError, TypeError):
@@ -136,9 +146,9 @@ def decode_entry(host: str, line: str) -> JournalEntry | None:
     return JournalEntry(
         host,
         cursor,
-        _micros(data.realtime),
+        timestamp,
         message,
-        _int(data.priority, 6),
+        priority,
         invocation or None,
         pid or None,
         seq,
@@ -230,7 +240,10 @@ class RecordAssembler:
                 self._last = entry
                 continue
             if head is not None:
-                done.append(self._complete())
+                if self._more or self._new_invocation:
+                    done.append(self._complete())
+                else:  # a one-line record (most of them): `_complete` would return it as is
+                    done.append(head)
             self._start(entry)
         return done
 
