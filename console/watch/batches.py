@@ -88,6 +88,8 @@ _Fields = tuple[dict[str, float], str | None, bool | None]
 # items without `:` or `,`); a line it does not fit is read field by field again.
 
 _SHAPE_VALUE = r"([^,%]*)%*"
+_CHARTED = ("gen throughput (token/s)", "#running-req", "#queue-req", "accept len", "accept rate")
+"""The decode fields a live monitor charts, in `DecodeNumbers` order."""
 _SHAPE_OTHER_RE = re.compile(r"[^:,]*")
 SHAPES_KEPT = 8
 """Shapes remembered per kind of line (a host prints one or two; a fleet of releases a few)."""
@@ -96,7 +98,7 @@ SHAPES_KEPT = 8
 class _Shape:
     """One layout of a batch line's fields, compiled."""
 
-    __slots__ = ("_graph", "_keys", "_numbers", "fullmatch")
+    __slots__ = ("_graph", "_keys", "_numbers", "charted", "fullmatch")
 
     def __init__(
         self, regex: str, keys: tuple[str, ...], groups: int, graph: tuple[int, str] | None
@@ -106,23 +108,35 @@ class _Shape:
         self._graph = graph
         numbers = [i for i in range(groups) if graph is None or i != graph[0]]
         self._numbers = operator.itemgetter(*numbers) if len(numbers) > 1 else None
+        self.charted: tuple[int, int, int, int, int] | None = None
+        """Where `decode_numbers`' five fields are among the numbers (-1: absent); None when
+        a key repeats (the field-by-field reading keeps the last one)."""
+        if len(set(keys)) == len(keys):
+            gen, run, queue, length, rate = (keys.index(k) if k in keys else -1 for k in _CHARTED)
+            self.charted = (gen, run, queue, length, rate)
 
-    def read(
-        self, groups: tuple[str, ...]
-    ) -> tuple[dict[str, float], str | None, bool | None] | None:
-        """The fields, or None when a value is no finite number (read that line field by field)."""
+    def floats(self, groups: tuple[str, ...]) -> list[float] | None:
+        """The numbers in key order; None when one is no finite number."""
         raw = groups if self._graph is None else self._numbers(groups) if self._numbers else ()
         try:
             numbers = list(map(float, raw))
         except ValueError:
             return None
-        if not math.isfinite(sum(numbers)):
-            return None
-        values = dict(zip(self._keys, numbers, strict=True))
+        return numbers if math.isfinite(sum(numbers)) else None
+
+    def graph(self, groups: tuple[str, ...]) -> tuple[str | None, bool | None]:
+        """The line's graph backend and whether it ran in a graph (None, None: not printed)."""
         if self._graph is None:
-            return values, None, None
+            return None, None
         index, backend = self._graph
-        return values, backend, groups[index] == "True"
+        return backend, groups[index] == "True"
+
+    def read(self, groups: tuple[str, ...]) -> _Fields | None:
+        """The fields, or None when a value is no finite number (read that line field by field)."""
+        numbers = self.floats(groups)
+        if numbers is None:
+            return None
+        return (dict(zip(self._keys, numbers, strict=True)), *self.graph(groups))
 
     @classmethod
     def of(cls, text: str) -> _Shape | None:
@@ -157,10 +171,20 @@ class _Shape:
         return cls(", ".join(parts) + r",*\s*", tuple(keys), groups, graph)
 
 
-def _shaped_reader(
-    shapes: list[_Shape],
-) -> Callable[[str], tuple[dict[str, float], str | None, bool | None]]:
-    def read(text: str) -> tuple[dict[str, float], str | None, bool | None]:
+def _matcher(shapes: list[_Shape]) -> Callable[[str], tuple[_Shape, tuple[str, ...]] | None]:
+    def match(text: str) -> tuple[_Shape, tuple[str, ...]] | None:
+        """The first remembered shape this text fits, and its groups."""
+        for shape in shapes:
+            found = shape.fullmatch(text)
+            if found is not None:
+                return shape, found.groups()
+        return None
+
+    return match
+
+
+def _shaped_reader(shapes: list[_Shape]) -> Callable[[str], _Fields]:
+    def read(text: str) -> _Fields:
         for shape in shapes:
             match = shape.fullmatch(text)
             if match is not None:
@@ -177,7 +201,9 @@ def _shaped_reader(
     return read
 
 
-_read_decode_fields = _shaped_reader([])
+_DECODE_SHAPES: list[_Shape] = []
+_read_decode_fields = _shaped_reader(_DECODE_SHAPES)
+_match_decode_shape = _matcher(_DECODE_SHAPES)
 _read_prefill_fields = _shaped_reader([])
 
 
@@ -307,7 +333,24 @@ def decode_numbers(message: str) -> DecodeNumbers | None:
     match = _DECODE_RE.search(message)
     if match is None:
         return None
-    values, backend, graph = _read_decode_fields(message[match.end() :])
+    text = message[match.end() :]
+    found = _match_decode_shape(text)
+    charted = None if found is None else found[0].charted
+    if found is not None and charted is not None:
+        # Straight from the shape's numbers: no dict of every field.
+        shape, groups = found
+        numbers = shape.floats(groups)
+        if numbers is not None:
+            at_gen, at_running, at_queue, at_length, at_rate = charted
+            return (
+                numbers[at_gen] if at_gen >= 0 else None,
+                int(numbers[at_running]) if at_running >= 0 else None,
+                int(numbers[at_queue]) if at_queue >= 0 else None,
+                numbers[at_length] if at_length >= 0 else None,
+                numbers[at_rate] if at_rate >= 0 else None,
+                *shape.graph(groups),
+            )
+    values, backend, graph = _read_decode_fields(text)
     if not values and graph is None:
         return None
     get = values.get

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from console.watch import batches
-from console.watch.batches import decode_numbers, parse_decode, parse_prefill
+from console.watch.batches import DecodeBatch, decode_numbers, parse_decode, parse_prefill
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "sglang"
 
@@ -88,22 +88,26 @@ def test_lines_at_the_edges_of_a_shape_read_as_field_by_field(edge: str) -> None
         _fresh_shapes()
         parse_decode(first)  # a shape from this line is in place
         assert parse_decode(odd) == expected, (first, odd)
+        assert decode_numbers(odd) == _numbers(expected), (first, odd)
+
+
+def _numbers(batch: DecodeBatch | None) -> tuple[object, ...] | None:
+    if batch is None:
+        return None
+    return (
+        batch.gen_throughput,
+        batch.running_req,
+        batch.queue_req,
+        batch.accept_len,
+        batch.accept_rate,
+        batch.graph_backend,
+        batch.graph,
+    )
 
 
 @pytest.mark.parametrize("line", [line for line in LINES if "Decode batch" in line])
 def test_the_monitors_decode_numbers_are_the_decode_batchs(line: str) -> None:
     """`decode_numbers` (the live monitor's path) reads what `parse_decode` reads."""
+    _fresh_shapes()
     for _ in range(2):  # field by field, then through the shape
-        batch = parse_decode(line)
-        expected = None
-        if batch is not None:
-            expected = (
-                batch.gen_throughput,
-                batch.running_req,
-                batch.queue_req,
-                batch.accept_len,
-                batch.accept_rate,
-                batch.graph_backend,
-                batch.graph,
-            )
-        assert decode_numbers(line) == expected
+        assert decode_numbers(line) == _numbers(parse_decode(line))
