@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import resource
 import subprocess
 import threading
@@ -34,6 +33,7 @@ from console.app import SpecopsApp
 from console.events import JournalBatch, JournalEntry
 from console.fleet import Fleet
 from console.profiles import Profile
+from console.watch.journal import LineFilter
 from widgets.journal_view import JournalView
 
 
@@ -155,16 +155,17 @@ def run_raw(
 async def run_engine(
     sim: SimServer, profiles: list[Profile], rate: float, count: int, start: int
 ) -> dict[str, object]:
-    pattern = re.compile(patterns_regex(profiles[0]))
+    # The filter `specops tail` applies (the profile's patterns, as grep has them).
+    accepts = LineFilter(profiles[0].journal.patterns).accepts
     fleet = Fleet(profiles, follow=True, history=0, poll_s=3600)
     tally = Tally(start, count, len(profiles))
 
     def listen(event: object) -> None:
         if not isinstance(event, JournalBatch):
             return
-        search, see, host = pattern.search, tally.see, event.host
+        see, host = tally.see, event.host
         for entry in event.entries:
-            if search(entry.message):
+            if accepts(entry):
                 see(entry.message, host)
 
     fleet.listen(listen)
