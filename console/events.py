@@ -1,6 +1,7 @@
 """The domain events the engine emits; the TUI turns them into messages, the CLI prints them.
 
-Plain frozen dataclasses, past tense, no Textual. Each names its host.
+Plain frozen dataclasses, past tense, no Textual. Each names its host. `JournalEntry`, built
+once per journal line, is a plain slots class instead, immutable by convention.
 """
 
 from __future__ import annotations

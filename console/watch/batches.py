@@ -7,7 +7,8 @@ that came and went, PD-disaggregation prefill servers with no `#running-req` (0.
 hisparse token fields. So fields are read by name, every field is optional, an unknown one is
 kept in `fields`, and only a line with no `key: value` field at all is dropped.
 
-Pure functions and frozen dataclasses: no I/O, no Textual.
+Pure functions and slots dataclasses (immutable by convention; frozen ones cost too much per
+line), no I/O, no Textual. The compiled shapes are a bounded module-level cache.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ lines in `console.watch.startup`, crash signatures and a profile's `[[metrics]]`
 `console.watch.signatures`; everything stays importable from here, where DESIGN.md and existing
 callers look for it.
 
-Pure functions and frozen dataclasses: no I/O, no Textual.
+Pure functions and dataclasses (the batch lines' ones are slots classes, immutable by
+convention): no I/O, no Textual.
 """
 
 from __future__ import annotations
