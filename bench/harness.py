@@ -148,15 +148,26 @@ def machine() -> dict[str, Any]:
     }
 
 
-def report(name: str, title: str, columns: Sequence[str], rows: list[dict[str, Any]]) -> Path:
-    """Print a table and write bench/results/NAME.json."""
+def report(
+    name: str,
+    title: str,
+    columns: Sequence[str],
+    rows: list[dict[str, Any]],
+    load: tuple[float, float, float] | None = None,
+) -> Path:
+    """Print a table and write bench/results/NAME.json (with the load average when given:
+    other work on a shared machine moves lines/s more than CPU per line)."""
     table = Table(*columns, title=title)
     for row in rows:
         table.add_row(*(_cell(row.get(c)) for c in columns))
     console.print(table)
+    info = machine()
+    if load is not None:
+        info["load_average"] = list(load)
+        console.print(f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}.json"
-    path.write_text(json.dumps({"machine": machine(), "rows": rows}, indent=2) + "\n")
+    path.write_text(json.dumps({"machine": info, "rows": rows}, indent=2) + "\n")
     console.print(f"results: {path}")
     return path
 

@@ -1,32 +1,39 @@
-"""Ingest: lines/s delivered, client CPU per million lines, and loss — specops vs raw pipeline.
+"""Ingest: lines/s delivered, client CPU per line, and loss — specops vs raw pipeline.
 
 The raw baseline is what operators run today:
     ssh host journalctl -u UNIT -f -o cat | grep --line-buffered -E '<profile patterns>'
 specops runs its real engine (Fleet → HostSession → JournalFollower → filter + SGLang parse)
 and, separately, the whole headless app (engine thread, inbox, journal view, metrics and
 chart redraws), which counts a line when the journal view takes it. All follow the same
-simulated host, one after the other, for the same numbered lines; CPU is the client
-process's own (both of the app's threads), or ssh's and grep's.
+simulated hosts, one client after the other, for the same numbered lines; CPU is the client
+process's own (both of the app's threads), or that of every ssh and grep. `cpu_us_line` is
+that CPU time over the lines delivered (µs a line: less sensitive to a shared machine's load
+than lines/s); `app_vs_engine` is the app's µs a line over the engine's at the same rate.
+
+With `--hosts N` every host logs at the rate at once (N raw pipes; one specops client
+following all N): `--hosts 8 --rates 5000` is the 8 hosts × 5k lines/s burst.
 
     python3 -m bench.ingest [--rates 1000,5000,20000,0] [--seconds 5] [--clients raw,engine,app]
+                            [--hosts 1] [--name ingest]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import re
+import os
 import resource
 import subprocess
 import threading
 import time
 from collections.abc import Iterable
 
-from bench.harness import SEQ_RE, SimServer, patterns_regex, report, sim_fleet
+from bench.harness import SimServer, patterns_regex, report, sim_fleet
 from console.app import SpecopsApp
 from console.events import JournalBatch, JournalEntry
 from console.fleet import Fleet
 from console.profiles import Profile
+from console.watch.journal import LineFilter
 from widgets.journal_view import JournalView
 
 
@@ -36,20 +43,35 @@ def children_cpu() -> float:
 
 
 class Tally:
-    """The numbered lines a client received, and when the last one arrived."""
+    """The numbered lines each host's client received, and when the last one arrived."""
 
-    def __init__(self, start: int, count: int) -> None:
-        self.seen: set[int] = set()
+    def __init__(self, start: int, count: int, hosts: int = 1) -> None:
+        self.seen: dict[str, set[int]] = {}
         self.last = start + count - 1
+        self.hosts = hosts
+        self.complete = 0
         self.finish = 0.0
         self.done = threading.Event()
 
-    def see(self, message: str) -> None:
-        m = SEQ_RE.search(message)
-        if m:
-            seq = int(m.group(1))
-            self.seen.add(seq)
-            if seq == self.last:
+    def see(self, message: str, host: str = "") -> None:
+        # rfind and int, not a regular expression: this is billed to the client measured.
+        at = message.rfind(" seq=")
+        if at < 0:
+            return
+        end = message.find(" ", at + 5)
+        try:
+            seq = int(message[at + 5 : end])
+        except ValueError:
+            return
+        seen = self.seen.get(host)
+        if seen is None:
+            seen = self.seen[host] = set()
+        if seq in seen:
+            return
+        seen.add(seq)
+        if seq == self.last:
+            self.complete += 1
+            if self.complete >= self.hosts:
                 self.finish = time.monotonic()
                 self.done.set()
 
@@ -58,93 +80,115 @@ class Tally:
 
 
 def row(
-    client: str, rate: float, count: int, seen: set[int], start: int, seconds: float, cpu: float
+    client: str, rate: float, count: int, tally: Tally, start: int, seconds: float, cpu: float
 ) -> dict[str, object]:
-    """One result line: what arrived of lines start..start+count-1, how fast, at what cost."""
-    got = len([s for s in seen if start <= s < start + count])
+    """One result line: what arrived of lines start..start+count-1 on every host, how fast,
+    at what cost."""
+    got = sum(len([s for s in seen if start <= s < start + count]) for seen in tally.seen.values())
+    total = count * tally.hosts
     return {
         "client": client,
+        "hosts": tally.hosts,
         "rate": rate or "max",
-        "lines": count,
+        "lines": total,
         "delivered": got,
-        "lost": count - got,
+        "lost": total - got,
         "lines_per_s": got / seconds,
-        "cpu_s_per_M": cpu / max(got, 1) * 1e6,
+        "cpu_us_line": cpu / max(got, 1) * 1e6,
     }
 
 
-def run_raw(
-    sim: SimServer, profile: Profile, rate: float, count: int, start: int
-) -> dict[str, object]:
-    remote = ["journalctl", "-u", profile.service.unit, "-f", "-o", "cat", "-n", "0"]
-    cpu0 = children_cpu()
-    # ssh and grep are both our direct children, so their CPU time is billed to this run.
-    ssh = subprocess.Popen(sim.ssh_argv(profile, remote), stdout=subprocess.PIPE)
-    proc = subprocess.Popen(
-        ["grep", "--line-buffered", "-E", patterns_regex(profile)],
-        stdin=ssh.stdout,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert ssh.stdout is not None
-    ssh.stdout.close()
-    time.sleep(1.0)  # let the follower attach before the burst starts
-    tally = Tally(start, count)
+def emit_all(sim: SimServer, profiles: list[Profile], rate: float, count: int, start: int) -> None:
+    """Every host logs `count` lines at `rate`, all at once (one `ssh … specops-sim-emit` each)."""
+    threads = [
+        threading.Thread(target=sim.emit, args=(profile, rate, count, start))
+        for profile in profiles
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
-    def reader() -> None:
+
+def run_raw(
+    sim: SimServer, profiles: list[Profile], rate: float, count: int, start: int
+) -> dict[str, object]:
+    tally = Tally(start, count, len(profiles))
+    cpu0 = children_cpu()
+    pipes = []
+    for profile in profiles:
+        remote = ["journalctl", "-u", profile.service.unit, "-f", "-o", "cat", "-n", "0"]
+        # ssh and grep are both our direct children, so their CPU time is billed to this run.
+        ssh = subprocess.Popen(sim.ssh_argv(profile, remote), stdout=subprocess.PIPE)
+        proc = subprocess.Popen(
+            ["grep", "--line-buffered", "-E", patterns_regex(profile)],
+            stdin=ssh.stdout,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert ssh.stdout is not None
+        ssh.stdout.close()
+        pipes.append((profile.name, ssh, proc))
+    time.sleep(1.0)  # let the followers attach before the burst starts
+
+    def reader(host: str, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
-            tally.see(line)
+            tally.see(line, host)
             if tally.done.is_set():
                 return
 
-    thread = threading.Thread(target=reader, daemon=True)
-    thread.start()
+    for host, _, proc in pipes:
+        threading.Thread(target=reader, args=(host, proc), daemon=True).start()
     t0 = time.monotonic()
-    sim.emit(profile, rate, count, start)
+    emit_all(sim, profiles, rate, count, start)
     tally.done.wait(timeout=tally.timeout(rate, count))
     end = tally.finish or time.monotonic()
-    ssh.terminate()
-    ssh.wait()
-    proc.wait()
+    for _, ssh, proc in pipes:
+        ssh.terminate()
+        ssh.wait()
+        proc.wait()
     cpu = children_cpu() - cpu0
-    return row("raw ssh|grep", rate, count, tally.seen, start, end - t0, cpu)
+    return row("raw ssh|grep", rate, count, tally, start, end - t0, cpu)
 
 
 async def run_engine(
-    sim: SimServer, profile: Profile, rate: float, count: int, start: int
+    sim: SimServer, profiles: list[Profile], rate: float, count: int, start: int
 ) -> dict[str, object]:
-    pattern = re.compile(patterns_regex(profile))
-    fleet = Fleet([profile], follow=True, history=0, poll_s=3600)
-    tally = Tally(start, count)
+    # The filter `specops tail` applies (the profile's patterns, as grep has them).
+    accepts = LineFilter(profiles[0].journal.patterns).accepts
+    fleet = Fleet(profiles, follow=True, history=0, poll_s=3600)
+    tally = Tally(start, count, len(profiles))
 
     def listen(event: object) -> None:
         if not isinstance(event, JournalBatch):
             return
+        see, host = tally.see, event.host
         for entry in event.entries:
-            if pattern.search(entry.message):
-                tally.see(entry.message)
+            if accepts(entry):
+                see(entry.message, host)
 
     fleet.listen(listen)
     fleet.start()
-    await fleet.sessions[profile.name].wait_connected(10)
+    for profile in profiles:
+        await fleet.sessions[profile.name].wait_connected(10)
     await asyncio.sleep(1.0)
     cpu0 = time.process_time()
     t0 = time.monotonic()
-    await asyncio.to_thread(sim.emit, profile, rate, count, start)
+    await asyncio.to_thread(emit_all, sim, profiles, rate, count, start)
     await asyncio.to_thread(tally.done.wait, tally.timeout(rate, count))
     end = tally.finish or time.monotonic()
     cpu = time.process_time() - cpu0
     await fleet.stop()
-    return row("specops engine", rate, count, tally.seen, start, end - t0, cpu)
+    return row("specops engine", rate, count, tally, start, end - t0, cpu)
 
 
 async def run_app(
-    sim: SimServer, profile: Profile, rate: float, count: int, start: int
+    sim: SimServer, profiles: list[Profile], rate: float, count: int, start: int
 ) -> dict[str, object]:
     """The headless TUI: a line counts once the journal view has taken it from the inbox."""
-    app = SpecopsApp(Fleet([profile], history=0, poll_s=3600))
-    tally = Tally(start, count)
+    app = SpecopsApp(Fleet(profiles, history=0, poll_s=3600))
+    tally = Tally(start, count, len(profiles))
     async with app.run_test(size=(160, 48)) as pilot:
         view = app.query_one(JournalView)
         take = view.add
@@ -152,56 +196,77 @@ async def run_app(
         def add(host: str, records: Iterable[JournalEntry]) -> None:
             records = tuple(records)
             for record in records:
-                tally.see(record.message)
+                tally.see(record.message, host)
             take(host, records)
 
         view.add = add  # type: ignore[method-assign]
-        await app.engine.run(app.fleet.sessions[profile.name].wait_connected(10))
+        for profile in profiles:
+            await app.engine.run(app.fleet.sessions[profile.name].wait_connected(10))
         await asyncio.sleep(1.0)
         cpu0 = time.process_time()
         t0 = time.monotonic()
-        await asyncio.to_thread(sim.emit, profile, rate, count, start)
+        await asyncio.to_thread(emit_all, sim, profiles, rate, count, start)
         deadline = time.monotonic() + tally.timeout(rate, count)
         while not tally.done.is_set() and time.monotonic() < deadline:
             await pilot.pause(0.01)
         end = tally.finish or time.monotonic()
         cpu = time.process_time() - cpu0
-    return row("specops app", rate, count, tally.seen, start, end - t0, cpu)
+    return row("specops app", rate, count, tally, start, end - t0, cpu)
 
 
 CLIENTS = {"engine": run_engine, "app": run_app}
+COLUMNS = [
+    "client",
+    "hosts",
+    "rate",
+    "lines",
+    "delivered",
+    "lost",
+    "lines_per_s",
+    "cpu_us_line",
+    "vs_raw",
+    "app_vs_engine",
+]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rates", default="1000,5000,20000,0")
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--max-lines", type=int, default=200_000)
+    parser.add_argument("--max-lines", type=int, default=200_000, help="per host, flat out")
     parser.add_argument("--clients", default="raw,engine,app", help="compared with raw")
+    parser.add_argument("--hosts", type=int, default=1, help="hosts logging at once")
+    parser.add_argument("--name", default="ingest", help="bench/results/NAME.json")
     args = parser.parse_args()
-    clients = args.clients.split(",")
     rows: list[dict[str, object]] = []
     start = 1
-    with sim_fleet(hosts=1) as sim:
-        profile = sim.profiles[0]
+    with sim_fleet(hosts=args.hosts) as sim:
+        profiles = sim.profiles[: args.hosts]
         for rate in (float(r) for r in args.rates.split(",")):
             count = int(rate * args.seconds) if rate > 0 else args.max_lines
             raw: dict[str, object] | None = None
-            for client in clients:
+            engine: dict[str, object] | None = None
+            for client in args.clients.split(","):
                 if client == "raw":
-                    result = raw = run_raw(sim, profile, rate, count, start)
+                    result = raw = run_raw(sim, profiles, rate, count, start)
                 else:
-                    result = asyncio.run(CLIENTS[client](sim, profile, rate, count, start))
+                    result = asyncio.run(CLIENTS[client](sim, profiles, rate, count, start))
                     if raw is not None:
-                        result["vs_raw"] = float(result["lines_per_s"]) / float(raw["lines_per_s"])  # type: ignore[arg-type]
+                        result["vs_raw"] = _ratio(result["lines_per_s"], raw["lines_per_s"])
+                    if client == "engine":
+                        engine = result
+                    elif engine is not None:
+                        result["app_vs_engine"] = _ratio(
+                            result["cpu_us_line"], engine["cpu_us_line"]
+                        )
                 rows.append(result)
                 start += count
-    report(
-        "ingest",
-        "Journal ingest: specops vs ssh|grep (same host, same lines)",
-        ["client", "rate", "lines", "delivered", "lost", "lines_per_s", "cpu_s_per_M", "vs_raw"],
-        rows,
-    )
+    title = "Journal ingest: specops vs ssh|grep (same hosts, same lines)"
+    report(args.name, title, COLUMNS, rows, load=os.getloadavg())
+
+
+def _ratio(a: object, b: object) -> float:
+    return float(a) / float(b)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

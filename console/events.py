@@ -1,6 +1,7 @@
 """The domain events the engine emits; the TUI turns them into messages, the CLI prints them.
 
-Plain frozen dataclasses, past tense, no Textual. Each names its host.
+Plain frozen dataclasses, past tense, no Textual. Each names its host. `JournalEntry`, built
+once per journal line, is a plain slots class instead, immutable by convention.
 """
 
 from __future__ import annotations
@@ -12,9 +13,14 @@ from console.profiles import FlagValue
 from console.transport.ssh import HostState
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class JournalEntry:
-    """One record of the unit: a journal entry, plus the header-less lines that continue it."""
+    """One record of the unit: a journal entry, plus the header-less lines that continue it.
+
+    Immutable by convention, not `frozen`: one is built for every journal line, and a frozen
+    dataclass's `__init__` (`object.__setattr__` per field) cost 1.2 µs of the engine's ~6 a
+    line, where plain slots take 0.2. Never assign to one; `dataclasses.replace` makes a new one.
+    """
 
     host: str
     cursor: str

@@ -7,19 +7,28 @@ that came and went, PD-disaggregation prefill servers with no `#running-req` (0.
 hisparse token fields. So fields are read by name, every field is optional, an unknown one is
 kept in `fields`, and only a line with no `key: value` field at all is dropped.
 
-Pure functions and frozen dataclasses: no I/O, no Textual.
+Pure functions and slots dataclasses (immutable by convention; frozen ones cost too much per
+line), no I/O, no Textual. The compiled shapes are a bounded module-level cache.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from console.watch.header import Header, parse_header
+from console.watch.header import Header, prefix_header
 
-__all__ = ["DecodeBatch", "PrefillBatch", "parse_decode", "parse_prefill"]
+__all__ = [
+    "DecodeBatch",
+    "DecodeNumbers",
+    "PrefillBatch",
+    "decode_numbers",
+    "parse_decode",
+    "parse_prefill",
+]
 
 _DECODE_RE = re.compile(r"Decode batch(?: \[(\d+)\])?[.,] ")
 _PREFILL_RE = re.compile(r"Prefill batch(?: \[(\d+)\])?[.,] ")
@@ -41,7 +50,7 @@ def _int_or_none(value: float | None) -> int | None:
     return None if value is None else int(value)
 
 
-def _read_fields(text: str) -> tuple[dict[str, float], str | None, bool | None]:
+def _read_fields_generic(text: str) -> tuple[dict[str, float], str | None, bool | None]:
     """The `key: value` fields of a batch line, and its `<device> graph: True|False` field.
 
     Values are numbers, some with a `%` suffix. Anything else is skipped, which is what keeps
@@ -67,8 +76,144 @@ def _read_fields(text: str) -> tuple[dict[str, float], str | None, bool | None]:
     return values, backend, graph
 
 
+_Fields = tuple[dict[str, float], str | None, bool | None]
+"""A batch line's numeric fields, its graph backend and whether it ran in a graph."""
+
+# --- Shapes: one compiled pass per line ------------------------------------------------------
+#
+# A server prints the same fields in the same order on every batch line; only the numbers
+# change. The first line of a shape is read field by field (above) and becomes a regular
+# expression with its keys as literals; the lines after it are one `fullmatch` and a `float`
+# per number. A shape admits only what the field-by-field reading reads the same way (items
+# split at the same `, `, values that are finite numbers, `True`/`False` graph fields, other
+# items without `:` or `,`); a line it does not fit is read field by field again.
+
+_SHAPE_VALUE = r"([^,%]*)%*"
+_CHARTED = ("gen throughput (token/s)", "#running-req", "#queue-req", "accept len", "accept rate")
+"""The decode fields a live monitor charts, in `DecodeNumbers` order."""
+_SHAPE_OTHER_RE = re.compile(r"[^:,]*")
+SHAPES_KEPT = 8
+"""Shapes remembered per kind of line (a host prints one or two; a fleet of releases a few)."""
+
+
+class _Shape:
+    """One layout of a batch line's fields, compiled."""
+
+    __slots__ = ("_graph", "_keys", "_numbers", "charted", "fullmatch")
+
+    def __init__(
+        self, regex: str, keys: tuple[str, ...], groups: int, graph: tuple[int, str] | None
+    ) -> None:
+        self.fullmatch = re.compile(regex).fullmatch
+        self._keys = keys
+        self._graph = graph
+        numbers = [i for i in range(groups) if graph is None or i != graph[0]]
+        self._numbers = operator.itemgetter(*numbers) if len(numbers) > 1 else None
+        self.charted: tuple[int, int, int, int, int] | None = None
+        """Where `decode_numbers`' five fields are among the numbers (-1: absent); None when
+        a key repeats (the field-by-field reading keeps the last one)."""
+        if len(set(keys)) == len(keys):
+            gen, run, queue, length, rate = (keys.index(k) if k in keys else -1 for k in _CHARTED)
+            self.charted = (gen, run, queue, length, rate)
+
+    def floats(self, groups: tuple[str, ...]) -> list[float] | None:
+        """The numbers in key order; None when one is no finite number."""
+        raw = groups if self._graph is None else self._numbers(groups) if self._numbers else ()
+        try:
+            numbers = list(map(float, raw))
+        except ValueError:
+            return None
+        return numbers if math.isfinite(sum(numbers)) else None
+
+    def graph(self, groups: tuple[str, ...]) -> tuple[str | None, bool | None]:
+        """The line's graph backend and whether it ran in a graph (None, None: not printed)."""
+        if self._graph is None:
+            return None, None
+        index, backend = self._graph
+        return backend, groups[index] == "True"
+
+    def read(self, groups: tuple[str, ...]) -> _Fields | None:
+        """The fields, or None when a value is no finite number (read that line field by field)."""
+        numbers = self.floats(groups)
+        if numbers is None:
+            return None
+        return (dict(zip(self._keys, numbers, strict=True)), *self.graph(groups))
+
+    @classmethod
+    def of(cls, text: str) -> _Shape | None:
+        """The shape of this line's fields; None when it has something a shape cannot hold."""
+        parts: list[str] = []
+        keys: list[str] = []
+        graph: tuple[int, str] | None = None
+        for item in text.rstrip().rstrip(",").split(", "):
+            key, sep, raw = item.partition(": ")
+            if not sep:
+                if _SHAPE_OTHER_RE.fullmatch(item) is None:
+                    return None
+                parts.append(_SHAPE_OTHER_RE.pattern)
+                continue
+            if key.endswith(" graph") and key[:-6] in _GRAPH_BACKENDS:
+                if (raw != "True" and raw != "False") or graph is not None:
+                    return None
+                parts.append(re.escape(key) + ": (True|False)")
+                graph = (len(keys), key[:-6])
+                continue
+            try:
+                number = float(raw.rstrip("%"))
+            except ValueError:
+                return None
+            if not math.isfinite(number) or "," in raw:
+                return None
+            parts.append(f"{re.escape(key)}: {_SHAPE_VALUE}")
+            keys.append(key.strip())
+        groups = len(keys) + (graph is not None)
+        if len(keys) < 2:
+            return None
+        return cls(", ".join(parts) + r",*\s*", tuple(keys), groups, graph)
+
+
+def _matcher(shapes: list[_Shape]) -> Callable[[str], tuple[_Shape, tuple[str, ...]] | None]:
+    def match(text: str) -> tuple[_Shape, tuple[str, ...]] | None:
+        """The first remembered shape this text fits, and its groups."""
+        for shape in shapes:
+            found = shape.fullmatch(text)
+            if found is not None:
+                return shape, found.groups()
+        return None
+
+    return match
+
+
+def _shaped_reader(shapes: list[_Shape]) -> Callable[[str], _Fields]:
+    def read(text: str) -> _Fields:
+        for shape in shapes:
+            match = shape.fullmatch(text)
+            if match is not None:
+                fields = shape.read(match.groups())
+                if fields is not None:
+                    return fields
+                break
+        new = _Shape.of(text)
+        if new is not None:
+            shapes.insert(0, new)
+            del shapes[SHAPES_KEPT:]
+        return _read_fields_generic(text)
+
+    return read
+
+
+_DECODE_SHAPES: list[_Shape] = []
+_read_decode_fields = _shaped_reader(_DECODE_SHAPES)
+_match_decode_shape = _matcher(_DECODE_SHAPES)
+_read_prefill_fields = _shaped_reader([])
+
+
 class _BatchFields:
-    """Lookup of the raw fields shared by decode and prefill lines."""
+    """Lookup of the raw fields shared by decode and prefill lines.
+
+    The batch classes are immutable by convention, not `frozen`: one is built for every batch
+    line of a flood, and a frozen dataclass's `__init__` took 1.6 µs of the ~3 a line costs.
+    """
 
     __slots__ = ()
     fields: tuple[tuple[str, float], ...]
@@ -81,7 +226,7 @@ class _BatchFields:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class DecodeBatch(_BatchFields):
     """A periodic `Decode batch` statistics line, in any of its format versions."""
 
@@ -119,7 +264,7 @@ class DecodeBatch(_BatchFields):
         return self.field("fwd occupancy")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class PrefillBatch(_BatchFields):
     """A `Prefill batch` statistics line, old (`cache hit rate`) or new (`input throughput`)."""
 
@@ -147,23 +292,78 @@ def parse_decode(message: str) -> DecodeBatch | None:
     match = _DECODE_RE.search(message)
     if match is None:
         return None
-    values, backend, graph = _read_fields(message[match.end() :])
+    values, backend, graph = _read_decode_fields(message[match.end() :])
     if not values and graph is None:
         return None
     iteration = match.group(1)
+    # Positional and inlined (`_first`, `_int_or_none`): once per decode line of a flood.
+    get = values.get
+    running, queue = get("#running-req"), get("#queue-req")
+    token = get("#token")
+    if token is None:
+        token = _first(values, _TOKEN_KEYS)
+    usage = get("token usage")
+    if usage is None:
+        usage = _first(values, _USAGE_KEYS)
     return DecodeBatch(
-        header=parse_header(message[: match.start()]),
-        running_req=_int_or_none(values.get("#running-req")),
-        queue_req=_int_or_none(values.get("#queue-req")),
-        gen_throughput=values.get("gen throughput (token/s)"),
-        token=_int_or_none(_first(values, _TOKEN_KEYS)),
-        token_usage=_first(values, _USAGE_KEYS),
-        accept_len=values.get("accept len"),
-        accept_rate=values.get("accept rate"),
-        graph_backend=backend,
-        graph=graph,
-        iteration=None if iteration is None else int(iteration),
-        fields=tuple(values.items()),
+        prefix_header(message[: match.start()]),
+        None if running is None else int(running),
+        None if queue is None else int(queue),
+        get("gen throughput (token/s)"),
+        None if token is None else int(token),
+        usage,
+        get("accept len"),
+        get("accept rate"),
+        backend,
+        graph,
+        None if iteration is None else int(iteration),
+        tuple(values.items()),
+    )
+
+
+DecodeNumbers = tuple[
+    float | None, int | None, int | None, float | None, float | None, str | None, bool | None
+]
+"""What a live monitor keeps of a decode line: `(gen_throughput, running_req, queue_req,
+accept_len, accept_rate, graph_backend, graph)`, as `DecodeBatch` has them."""
+
+
+def decode_numbers(message: str) -> DecodeNumbers | None:
+    """`parse_decode`'s numbers without the `DecodeBatch` (no header, no field list): the
+    monitor reads every decode line of a flood and charts only these."""
+    match = _DECODE_RE.search(message)
+    if match is None:
+        return None
+    text = message[match.end() :]
+    found = _match_decode_shape(text)
+    charted = None if found is None else found[0].charted
+    if found is not None and charted is not None:
+        # Straight from the shape's numbers: no dict of every field.
+        shape, groups = found
+        numbers = shape.floats(groups)
+        if numbers is not None:
+            at_gen, at_running, at_queue, at_length, at_rate = charted
+            return (
+                numbers[at_gen] if at_gen >= 0 else None,
+                int(numbers[at_running]) if at_running >= 0 else None,
+                int(numbers[at_queue]) if at_queue >= 0 else None,
+                numbers[at_length] if at_length >= 0 else None,
+                numbers[at_rate] if at_rate >= 0 else None,
+                *shape.graph(groups),
+            )
+    values, backend, graph = _read_decode_fields(text)
+    if not values and graph is None:
+        return None
+    get = values.get
+    running, queue = get("#running-req"), get("#queue-req")
+    return (
+        get("gen throughput (token/s)"),
+        None if running is None else int(running),
+        None if queue is None else int(queue),
+        get("accept len"),
+        get("accept rate"),
+        backend,
+        graph,
     )
 
 
@@ -172,12 +372,12 @@ def parse_prefill(message: str) -> PrefillBatch | None:
     match = _PREFILL_RE.search(message)
     if match is None:
         return None
-    values, backend, graph = _read_fields(message[match.end() :])
+    values, backend, graph = _read_prefill_fields(message[match.end() :])
     if not values and graph is None:
         return None
     iteration = match.group(1)
     return PrefillBatch(
-        header=parse_header(message[: match.start()]),
+        header=prefix_header(message[: match.start()]),
         new_seq=_int_or_none(values.get("#new-seq")),
         new_token=_int_or_none(values.get("#new-token")),
         cached_token=_int_or_none(values.get("#cached-token")),

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-__all__ = ["Header", "has_header", "parse_header", "strip_ansi"]
+__all__ = ["Header", "has_header", "parse_header", "prefix_header", "strip_ansi"]
 
 _TS = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?"
 # Any subset of DP, PP, ATTN_CP, MOE_DP, TP, EP in any order; unknown future ranks are kept too.
@@ -37,7 +37,7 @@ _HAS_HEADER_RE = re.compile(rf"(?:{_JOURNAL_PREFIX})?(?:{_WORKER_PREFIX})?\[{_TS
 
 @dataclass(frozen=True, slots=True)
 class Header:
-    """The `[2026-07-21 15:00:13 TP0 EP0]` prefix of an SGLang log record."""
+    """The `[2026-07-21 15:00:13 TP0 EP0]` prefix of an SGLang log record (shared: immutable)."""
 
     timestamp: str
     """As printed: local time of the server, `YYYY-MM-DD HH:MM:SS` with optional `.mmm`."""
@@ -70,6 +70,13 @@ def parse_header(message: str) -> Header | None:
     if match is None:
         return None
     return Header(match.group("ts"), _parse_ranks(match.group("ranks")))
+
+
+@functools.lru_cache(maxsize=64)
+def prefix_header(prefix: str) -> Header | None:
+    """`parse_header` of the text before a batch line's name: the same few prefixes (one a
+    second per rank) come back on every line of a flood, so they are remembered."""
+    return parse_header(prefix)
 
 
 @functools.lru_cache(maxsize=256)

@@ -21,11 +21,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
+
+import msgspec
 
 from console.events import JournalEntry
 from console.transport import remote
@@ -53,6 +54,8 @@ _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 """What may not reach a terminal: C0 controls but tab and newline (BEL, BS, CR, ESC, …), DEL
 and the C1 controls (U+0080–U+009F; `\x9b` is a CSI to many terminals)."""
 _TRACEBACK = "Traceback (most recent call last):"
+_ABSENT: Any = msgspec.UNSET
+"""MESSAGE missing altogether (an empty message), apart from null (journald cut it)."""
 
 
 def decode_field(value: Any) -> str:
@@ -68,53 +71,105 @@ def decode_field(value: Any) -> str:
     return str(value)
 
 
+class _Fields(msgspec.Struct, gc=False):
+    """The fields of a `-o json` line the follower reads; msgspec skips the others unparsed.
+
+    Typed loosely (journald writes strings, byte arrays, null or lists of those) and checked
+    below, so one odd field costs a fallback, never the line.
+    """
+
+    cursor: Any = msgspec.field(name="__CURSOR", default=None)
+    realtime: Any = msgspec.field(name="__REALTIME_TIMESTAMP", default=None)
+    message: Any = msgspec.field(name="MESSAGE", default=_ABSENT)
+    priority: Any = msgspec.field(name="PRIORITY", default=None)
+    invocation: Any = msgspec.field(name="_SYSTEMD_INVOCATION_ID", default=None)
+    pid: Any = msgspec.field(name="_PID", default=None)
+    message_id: Any = msgspec.field(name="MESSAGE_ID", default=None)
+    n_dropped: Any = msgspec.field(name="N_DROPPED", default=None)
+    seqnum: Any = msgspec.field(name="__SEQNUM", default=None)
+    seqnum_id: Any = msgspec.field(name="__SEQNUM_ID", default=None)
+
+
+_decode_json = msgspec.json.Decoder(_Fields).decode
+
+
 def decode_entry(host: str, line: str) -> JournalEntry | None:
     """Parse one `-o json` line; None for journalctl's `-- …` notes and blank lines."""
     if not line or line.startswith("-- "):
         return None
     try:
-        data = json.loads(line)
-    except ValueError:
+        data = _decode_json(line)
+    except msgspec.ValidationError:  # JSON, but not an object
+        return None
+    except msgspec.DecodeError:  # not JSON
         log.warning("%s: undecodable journal line skipped: %.200r", host, line)
         return None
-    if not isinstance(data, dict):
+    cursor = data.cursor
+    if type(cursor) is not str:
         return None
-    cursor = data.get("__CURSOR")
-    if not isinstance(cursor, str):
-        return None
-    raw = data.get("MESSAGE")
-    if raw is None and "MESSAGE" in data:
+    raw = data.message
+    # A control character reaches a JSON string only escaped (`\u001b`, `\r`) or, for DEL and
+    # the C1 range, as itself: a string MESSAGE of an ASCII line without a backslash or DEL
+    # has none (most lines), so only the others are searched.
+    plain = False
+    if type(raw) is str:
+        message = raw
+        plain = line.isascii() and "\\" not in line and "\x7f" not in line
+    elif raw is None:
         message = "[message longer than journald shows: use `journalctl -a`]"
     else:
-        message = decode_field(raw)
-        if _CONTROL_RE.search(message):  # colour codes are why journald sent bytes
-            message = _CONTROL_RE.sub("", _ANSI_RE.sub("", message))
-    seq = None
-    if "__SEQNUM" in data and "__SEQNUM_ID" in data:
-        with contextlib.suppress(ValueError, TypeError):
-            seq = (str(data["__SEQNUM_ID"]), int(data["__SEQNUM"]))
+        message = "" if raw is _ABSENT else decode_field(raw)
+    if not plain and _CONTROL_RE.search(message):  # colour codes are why journald sent bytes
+        message = _CONTROL_RE.sub("", _ANSI_RE.sub("", message))
+    # One try for the three numbers (not three helpers, not contextlib.suppress: every line).
+    try:
+        timestamp = int(data.realtime) / 1_000_000
+        priority = int(data.priority)
+        seq: tuple[str, int] | None = (str(data.seqnum_id), int(data.seqnum))
+    except (TypeError, ValueError):
+        timestamp = _micros(data.realtime)
+        priority = _int(data.priority, 6)
+        seq = _seq(data.seqnum_id, data.seqnum)
+    if data.seqnum_id is None:
+        seq = None
     dropped = 0
-    if data.get("MESSAGE_ID") == SUPPRESSED_MESSAGE_ID:
+    if data.message_id == SUPPRESSED_MESSAGE_ID:
         with contextlib.suppress(ValueError, TypeError):
-            dropped = int(decode_field(data.get("N_DROPPED")) or 0)
+            dropped = int(decode_field(data.n_dropped) or 0)
         dropped = dropped or -1
+    invocation = data.invocation
+    if type(invocation) is not str:
+        invocation = decode_field(invocation)
+    pid = data.pid
+    if type(pid) is not str:
+        pid = decode_field(pid)
     return JournalEntry(
-        host=host,
-        cursor=cursor,
-        timestamp=_micros(data.get("__REALTIME_TIMESTAMP")),
-        message=message,
-        priority=_int(data.get("PRIORITY"), 6),
-        invocation=decode_field(data.get("_SYSTEMD_INVOCATION_ID")) or None,
-        pid=decode_field(data.get("_PID")) or None,
-        seq=seq,
-        dropped=dropped,
-        crash=None if dropped else crash_signature(message),
+        host,
+        cursor,
+        timestamp,
+        message,
+        priority,
+        invocation or None,
+        pid or None,
+        seq,
+        dropped,
+        (),
+        False,
+        None if dropped else crash_signature(message),
     )
 
 
 def decode_lines(host: str, lines: Iterable[str]) -> list[JournalEntry]:
     """The entries among `-o json` output lines (notes and blank lines skipped)."""
     return [e for line in lines if (e := decode_entry(host, line)) is not None]
+
+
+def _seq(seqnum_id: Any, seqnum: Any) -> tuple[str, int] | None:
+    # Not contextlib.suppress (a context manager's calls): this runs for every line.
+    try:
+        return (str(seqnum_id), int(seqnum))
+    except (ValueError, TypeError):
+        return None
 
 
 def _micros(value: Any) -> float:
@@ -185,7 +240,10 @@ class RecordAssembler:
                 self._last = entry
                 continue
             if head is not None:
-                done.append(self._complete())
+                if self._more or self._new_invocation:
+                    done.append(self._complete())
+                else:  # a one-line record (most of them): `_complete` would return it as is
+                    done.append(head)
             self._start(entry)
         return done
 

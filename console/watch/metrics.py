@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from itertools import chain, islice
 from types import MappingProxyType
 
-from console.watch.sglang import DecodeBatch, ParsedLine, PrefillBatch
+from console.watch.sglang import DecodeBatch, DecodeNumbers, ParsedLine, PrefillBatch
+
+_isfinite = math.isfinite
 
 __all__ = [
     "BUILTIN_SERIES",
@@ -183,7 +185,7 @@ class Series:
 
     def append(self, ts: float, value: float) -> bool:
         """Record a sample; non-finite values are dropped (False), so stats stay meaningful."""
-        if not (math.isfinite(value) and math.isfinite(ts)):
+        if not (_isfinite(value) and _isfinite(ts)):
             return False
         if len(self._ts) < self._maxlen:
             self._ts.append(ts)
@@ -333,20 +335,44 @@ class HostMetrics:
     def observe(self, line: ParsedLine | None, ts: float) -> bool:
         """Record the numbers of one parsed line at time `ts`; True when anything was recorded."""
         if isinstance(line, DecodeBatch):
-            recorded = self._append("gen_throughput", ts, line.gen_throughput)
-            recorded |= self._append("running_req", ts, line.running_req)
-            recorded |= self._append("queue_req", ts, line.queue_req)
-            recorded |= self._append("accept_len", ts, line.accept_len)
-            recorded |= self._append("accept_rate", ts, line.accept_rate)
-            if line.graph is not None:
-                self.graph, self.graph_backend, self.graph_ts = line.graph, line.graph_backend, ts
-                recorded = True
-            return recorded
+            return self.observe_decode(
+                ts,
+                (
+                    line.gen_throughput,
+                    line.running_req,
+                    line.queue_req,
+                    line.accept_len,
+                    line.accept_rate,
+                    line.graph_backend,
+                    line.graph,
+                ),
+            )
         if isinstance(line, PrefillBatch):
             # Prefill's running/queue counts would interleave with decode's at a different
             # cadence; only its own throughput is kept.
             return self._append("input_throughput", ts, line.input_throughput)
         return False
+
+    def observe_decode(self, ts: float, numbers: DecodeNumbers) -> bool:
+        """Record one decode line's numbers (`console.watch.batches.decode_numbers`)."""
+        gen, running, queue, accept_len, accept_rate, backend, graph = numbers
+        # Unrolled: this runs for every decode line of a flood (five series each).
+        series = self._series
+        recorded = False
+        if gen is not None:
+            recorded = series["gen_throughput"].append(ts, gen)
+        if running is not None:
+            recorded = series["running_req"].append(ts, running) or recorded
+        if queue is not None:
+            recorded = series["queue_req"].append(ts, queue) or recorded
+        if accept_len is not None:
+            recorded = series["accept_len"].append(ts, accept_len) or recorded
+        if accept_rate is not None:
+            recorded = series["accept_rate"].append(ts, accept_rate) or recorded
+        if graph is not None:
+            self.graph, self.graph_backend, self.graph_ts = graph, backend, ts
+            recorded = True
+        return recorded
 
     def observe_custom(self, matches: Iterable[tuple[str, float]], ts: float) -> None:
         """Record `CustomMetrics.match` results. Names share the built-in namespace."""

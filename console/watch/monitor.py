@@ -33,7 +33,14 @@ from console.events import (
 from console.profiles import FlagValue, Profile
 from console.watch.metrics import DEFAULT_MAXLEN, TEN_MINUTES, HostMetrics, SeriesSummary
 from console.watch.restarts import RestartSummary, RestartTracker
-from console.watch.sglang import DecodeBatch, PrefillBatch, ServerReady, parse_line
+from console.watch.sglang import (
+    DecodeBatch,
+    DecodeNumbers,
+    PrefillBatch,
+    ServerReady,
+    decode_numbers,
+    parse_line,
+)
 from console.watch.signatures import CustomMetrics, crash_signature
 
 CRASH_HISTORY = 100
@@ -130,13 +137,22 @@ class HostMonitor:
                     )
             if record.dropped:
                 continue
-            parsed = parse_line(record.text)
-            if isinstance(parsed, DecodeBatch):
-                self._decodes.append(record.timestamp)
-            if parsed is not None and self.metrics.observe(parsed, record.timestamp):
-                values.update(_numbers(parsed))
-            elif isinstance(parsed, ServerReady):
-                events.append(ServiceReady(self.host, invocation, record.timestamp))
+            text = record.text
+            if "Decode batch" in text and "\x1b" not in text:
+                # What parse_line does for these, without building the DecodeBatch.
+                numbers = decode_numbers(text)
+                if numbers is not None:
+                    self._decodes.append(record.timestamp)
+                    if self.metrics.observe_decode(record.timestamp, numbers):
+                        _decode_values(values, numbers)
+            else:
+                parsed = parse_line(text)
+                if isinstance(parsed, DecodeBatch):
+                    self._decodes.append(record.timestamp)
+                if parsed is not None and self.metrics.observe(parsed, record.timestamp):
+                    values.update(_numbers(parsed))
+                elif isinstance(parsed, ServerReady):
+                    events.append(ServiceReady(self.host, invocation, record.timestamp))
             if len(self.custom):
                 matches = self.custom.match(record.message)
                 self.metrics.observe_custom(matches, record.timestamp)
@@ -225,15 +241,34 @@ class HostMonitor:
 
 
 def _numbers(parsed: object) -> dict[str, float]:
+    values: dict[str, float] = {}
     if isinstance(parsed, DecodeBatch):
-        values = {
-            "gen_throughput": parsed.gen_throughput,
-            "running_req": parsed.running_req,
-            "queue_req": parsed.queue_req,
-            "accept_len": parsed.accept_len,
-            "accept_rate": parsed.accept_rate,
-        }
-        return {name: float(value) for name, value in values.items() if value is not None}
-    if isinstance(parsed, PrefillBatch) and parsed.input_throughput is not None:
-        return {"input_throughput": parsed.input_throughput}
-    return {}
+        numbers = (
+            parsed.gen_throughput,
+            parsed.running_req,
+            parsed.queue_req,
+            parsed.accept_len,
+            parsed.accept_rate,
+            parsed.graph_backend,
+            parsed.graph,
+        )
+        _decode_values(values, numbers)
+    elif isinstance(parsed, PrefillBatch) and parsed.input_throughput is not None:
+        values["input_throughput"] = parsed.input_throughput
+    return values
+
+
+def _decode_values(values: dict[str, float], numbers: DecodeNumbers) -> None:
+    """A decode line's numbers into `values` (what MetricsUpdated carries), in order."""
+    gen, running, queue, accept_len, accept_rate, _, _ = numbers
+    # Unrolled, like HostMetrics.observe_decode: once per decode line.
+    if gen is not None:
+        values["gen_throughput"] = float(gen)
+    if running is not None:
+        values["running_req"] = float(running)
+    if queue is not None:
+        values["queue_req"] = float(queue)
+    if accept_len is not None:
+        values["accept_len"] = float(accept_len)
+    if accept_rate is not None:
+        values["accept_rate"] = float(accept_rate)

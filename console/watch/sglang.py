@@ -15,14 +15,22 @@ lines in `console.watch.startup`, crash signatures and a profile's `[[metrics]]`
 `console.watch.signatures`; everything stays importable from here, where DESIGN.md and existing
 callers look for it.
 
-Pure functions and frozen dataclasses: no I/O, no Textual.
+Pure functions and dataclasses (the batch lines' ones are slots classes, immutable by
+convention): no I/O, no Textual.
 """
 
 from __future__ import annotations
 
 from typing import TypeAlias
 
-from console.watch.batches import DecodeBatch, PrefillBatch, parse_decode, parse_prefill
+from console.watch.batches import (
+    DecodeBatch,
+    DecodeNumbers,
+    PrefillBatch,
+    decode_numbers,
+    parse_decode,
+    parse_prefill,
+)
 from console.watch.header import Header, has_header, parse_header, strip_ansi
 from console.watch.signatures import CRASH_SIGNATURES, CustomMetrics, crash_signature
 from console.watch.startup import (
@@ -50,6 +58,7 @@ __all__ = [
     "ArgValue",
     "CustomMetrics",
     "DecodeBatch",
+    "DecodeNumbers",
     "DraftRunnerInit",
     "GraphCapture",
     "Header",
@@ -60,6 +69,7 @@ __all__ = [
     "ServerReady",
     "WeightLoad",
     "crash_signature",
+    "decode_numbers",
     "deprecation_warning",
     "has_header",
     "parse_header",
