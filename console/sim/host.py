@@ -144,6 +144,8 @@ class SimHost:
         self.journal = SimJournal()
         self.connections: set[asyncssh.SSHServerConnection] = set()
         self.frozen = False
+        self._thawed = asyncio.Event()
+        self._thawed.set()
         self.torn_aborts = 0
         """Pending faults: abort the connection in the middle of the next journal line."""
         self.background: set[asyncio.Task[None]] = set()
@@ -212,8 +214,10 @@ class SimHost:
             conn.abort()
 
     def freeze(self) -> None:
-        """Stop reading from clients: only SSH keepalives can tell the host is gone."""
+        """Stop reading from clients and hold the journal streams (a partition: nothing
+        arrives either way, nothing is reset): only SSH keepalives can tell the host is gone."""
         self.frozen = True
+        self._thawed.clear()
         for conn in self.connections:
             transport = getattr(conn, "_transport", None)
             if transport is not None:
@@ -221,10 +225,14 @@ class SimHost:
 
     def thaw(self) -> None:
         self.frozen = False
+        self._thawed.set()
         for conn in self.connections:
             transport = getattr(conn, "_transport", None)
             if transport is not None:
                 transport.resume_reading()
+
+    async def wait_thawed(self) -> None:
+        await self._thawed.wait()
 
     def host_key_line(self) -> str:
         return f"[127.0.0.1]:{self.port} {self.host_key.export_public_key().decode().strip()}\n"
@@ -306,6 +314,7 @@ async def _journalctl(
 async def _write_lines(
     host: SimHost, process: asyncssh.SSHServerProcess[str], lines: list[str]
 ) -> None:
+    await host.wait_thawed()
     if host.torn_aborts > 0:
         host.torn_aborts -= 1
         keep = max(1, len(lines) // 2)
