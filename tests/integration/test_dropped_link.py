@@ -6,7 +6,12 @@ moment the rollback starts writing."""
 from __future__ import annotations
 
 import asyncio
+import functools
 
+import pytest
+
+from console.cli import parse_args
+from console.cli import set as cli_set
 from console.events import (
     RolloutEvent,
     RolloutFinished,
@@ -74,3 +79,77 @@ async def test_a_link_that_stays_down_says_which_setting_the_host_is_left_on(
     error = result.rollback_error or ""
     assert "could not roll back within reconnect_s=2s" in error
     assert "LEFT ON THE FAILED SETTING" in error and "budget=16" in error
+
+
+LOST_AT = [
+    RolloutStep.RECORD,
+    RolloutStep.WRITE,
+    RolloutStep.DAEMON_RELOAD,
+    RolloutStep.RESTART,
+    RolloutStep.READY,
+    RolloutStep.SMOKE,
+    RolloutStep.SOAK,
+]
+
+
+async def set_losing_the_link_at(
+    sim: SimFleet, step: RolloutStep, monkeypatch: pytest.MonkeyPatch, *extra: str
+) -> int:
+    """`specops set b300 budget=4 --soak 3 --yes` while the host falls off the network as
+    `step` starts and stays off; the exit status."""
+    host = sim.hosts["b300"]
+    quick = functools.partial(RolloutOptions, reconnect_s=1.5, poll_s=0.2, settle_s=2.0)
+    monkeypatch.setattr(cli_set, "RolloutOptions", quick)
+    dropped: list[asyncio.Task[None]] = []
+
+    class DropAt(cli_set.ProgressPrinter):
+        def __call__(self, event: RolloutEvent) -> None:
+            super().__call__(event)
+            if (
+                isinstance(event, RolloutProgress)
+                and (event.step, event.state, event.rollback) == (step, "running", False)
+                and not dropped
+            ):
+                dropped.append(asyncio.create_task(host.go_offline()))
+
+    monkeypatch.setattr(cli_set, "ProgressPrinter", DropAt)
+    args = parse_args(["set", "b300", "budget=4", "--soak", "3", "--yes", *extra])
+    args.profiles = str(sim.profiles_dir)
+    try:
+        code = await cli_set.cmd_set(args)
+    finally:
+        await asyncio.gather(*dropped)
+        await host.go_online()
+    assert dropped, f"{step} never started"
+    return code
+
+
+@pytest.mark.parametrize("step", LOST_AT, ids=[s.name.lower() for s in LOST_AT])
+async def test_a_link_lost_for_good_in_any_phase_of_set_exits_3(
+    sim: SimFleet,
+    step: RolloutStep,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The change can neither complete nor be rolled back, so `set` exits 3 (unreachable),
+    never 1 (the change failed), and says what it knows of the configuration left."""
+    code = await set_losing_the_link_at(sim, step, monkeypatch)
+    said = capsys.readouterr()
+    assert code == 3, said.out + said.err
+    assert "b300: FAILED" in said.out
+    left_on = "left on" in said.out.lower()
+    if step is RolloutStep.RECORD:
+        assert "nothing was changed" in said.out
+    elif step is RolloutStep.WRITE:  # the link went before or while the file was written
+        assert left_on or "nothing changed" in said.out, said.out
+    else:
+        assert left_on, said.out
+
+
+async def test_a_link_lost_with_no_rollback_exits_3_too(
+    sim: SimFleet, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = await set_losing_the_link_at(sim, RolloutStep.SMOKE, monkeypatch, "--no-rollback")
+    said = capsys.readouterr()
+    assert code == 3, said.out + said.err
+    assert "not rolled back (--no-rollback): the new setting is in place" in said.out
