@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import re
 import shlex
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -380,8 +381,20 @@ def _operands(argv: list[str]) -> list[str]:
     return [a for a in argv[1:] if not a.startswith("-")]
 
 
+_PROC = re.compile(r"/proc/(\d+)/(cmdline|environ)")
+
+
 async def _cat(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]) -> int:
     for path in _operands(argv):
+        if (found := _PROC.fullmatch(path)) is not None:  # the unit's main process, as Linux
+            running = host.unit.running if int(found[1]) == host.unit.main_pid else None
+            if running is None:
+                process.stderr.write(f"cat: {path}: No such file or directory\n")
+                return 1
+            argv_now, env = running
+            items = argv_now if found[2] == "cmdline" else [f"{k}={v}" for k, v in env.items()]
+            process.stdout.write("".join(f"{item}\0" for item in items))
+            continue
         try:
             process.stdout.write(host.local(path).read_text())
         except OSError:

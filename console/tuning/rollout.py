@@ -43,6 +43,7 @@ from console.transport import remote
 from console.transport.ssh import Disconnected, RemoteError
 from console.tuning.history import HistoryError, abandoned_note
 from console.tuning.invocation import InvocationWatch
+from console.tuning.left_on import ROLLBACK_FAILED
 from console.tuning.soak import stage_of
 from console.tuning.steps import (
     SIGNATURE_RANK,
@@ -91,8 +92,13 @@ class Rollout(RolloutSteps):
         self._rollback = False  # the record is the rollout's, not the rollback's
         if self._history.entry is not None:
             self._step(RolloutStep.HISTORY, "running")
+            recorded = result
+            if result.rollback_error:  # what `specops status` reads back (tuning/left_on.py)
+                sep = ROLLBACK_FAILED if self.options.rollback else "; "  # "; not rolled back"
+                reason = f"{result.reason}{sep}{result.rollback_error}"
+                recorded = dataclasses.replace(result, reason=reason)
             try:
-                entry = await self._history.end(result, self._failed_restarts)
+                entry = await self._history.end(recorded, self._failed_restarts)
             except (HistoryError, RemoteError) as exc:
                 self._step(RolloutStep.HISTORY, "failed", f"the outcome is not recorded: {exc}")
             else:
