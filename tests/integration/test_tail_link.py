@@ -43,35 +43,37 @@ def slow_keepalives(profile: Profile) -> Profile:
 
 
 async def follow_through(
-    sim: SimFleet,
     profile: Profile,
     capsys: pytest.CaptureFixture[str],
     fault: Fault,
     mend: Fault,
     lost: str,
     then: str | None = None,
+    *,
+    stall_s: float = 1.0,
+    timeout: float = 20.0,
 ) -> tuple[list[str], str]:
     """Tail `profile` as JSON; apply `fault` until stderr says `lost` (and `then`), then
     `mend`; the stdout lines and the stderr text."""
     printer = Printer(profile, LineFilter(), as_json=True, stream=sys.stdout)
     task = asyncio.ensure_future(
-        tail(profile, printer, lines=0, follow=True, stall_s=1.0, probe_timeout_s=1.0)
+        tail(profile, printer, lines=0, follow=True, stall_s=stall_s, probe_timeout_s=stall_s)
     )
     seen = ["", ""]
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + timeout
         while seen[0].count("\n") < 5:  # following, with decode lines arriving
             seen[0] += capsys.readouterr().out
             assert time.monotonic() < deadline and not task.done()
             await asyncio.sleep(0.1)
         await fault()
-        await until(capsys, seen, lost)
+        await until(capsys, seen, lost, timeout)
         if then is not None:
-            await until(capsys, seen, then)
+            await until(capsys, seen, then, timeout)
         await mend()
-        await until(capsys, seen, "reconnected after")
+        await until(capsys, seen, "reconnected after", timeout)
         before = seen[0].count("\n")
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + timeout
         while seen[0].count("\n") < before + 10:  # records flow again
             seen[0] += capsys.readouterr().out
             assert time.monotonic() < deadline
@@ -116,7 +118,7 @@ async def test_a_stalled_link_is_said_on_stderr_and_the_stream_resumes_whole(
         host.thaw()
 
     lines, said = await follow_through(
-        sim, profile, capsys, freeze, thaw, lost="link stalled (no answer within 1 s)"
+        profile, capsys, freeze, thaw, lost="link stalled (no answer within 1 s)"
     )
     assert f"{profile.name}: no data for " in said
     assert "reconnecting…" in said
@@ -137,7 +139,7 @@ async def test_a_dropped_link_is_said_while_it_is_down_and_when_it_is_back(
         await host.go_online()
 
     lines, said = await follow_through(
-        sim, profile, capsys, offline, online, lost="link lost", then="no data for "
+        profile, capsys, offline, online, lost="link lost", then="no data for "
     )
     assert f"{profile.name}: link lost" in said and "reconnecting…" in said
     assert f"{profile.name}: reconnected after " in said
