@@ -13,11 +13,9 @@ from console.cli.common import EXIT_FAILED, EXIT_UNREACHABLE, load_profiles, new
 from console.events import ServiceStatus
 from console.profiles import Profile, select
 from console.service.flags import format_value
-from console.service.running import read_running
 from console.service.status import read_status
-from console.transport.ssh import ConnState, HostSession, HostState, RemoteError
-from console.tuning import history
-from console.tuning.left_on import LeftOn, left_on
+from console.transport.ssh import ConnState, HostState, RemoteError
+from console.tuning.left_on import LeftOn, read_left_on
 from console.watch.health import probe_health
 
 
@@ -51,25 +49,9 @@ async def _status_one(profile: Profile) -> Result:
             return state, None, str(status_read), word, None
         if isinstance(status_read, BaseException):
             raise status_read
-        return state, status_read, None, word, await _left_on(session, status_read)
+        return state, status_read, None, word, await read_left_on(session, status_read.flags)
     finally:
         await session.close()
-
-
-async def _left_on(session: HostSession, status: ServiceStatus) -> LeftOn | None:
-    """From the host's history and its main process: what a change that did not end left
-    it on. Either read may fail (no history yet, no sudo for /proc): status goes on."""
-    unit = session.profile.service.unit
-    try:
-        entries = await history.load(session, unit)
-    except (history.HistoryError, RemoteError):
-        entries = []
-    try:
-        running = await read_running(session, unit)
-    except RemoteError:
-        running = None
-    values = running.flags(session.profile) if running is not None else None
-    return left_on(entries, status.flags, values)
 
 
 RELOAD_PENDING = "NeedDaemonReload=yes: the flags are the files', not the running command's"

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 
 from console.profiles import FlagValue
 from console.service.flags import format_value
+from console.service.running import read_running
+from console.transport.ssh import HostSession, RemoteError
+from console.tuning import history
 from console.tuning.history import HistoryEntry
 
 UNFINISHED = ("started", "abandoned")
@@ -115,3 +118,19 @@ def left_on(
     elif running is None:
         notes.append("the running command could not be read: these are the unit files'")
     return LeftOn(values, source, entry, dict(files), "; ".join(notes))
+
+
+async def read_left_on(session: HostSession, files: Mapping[str, FlagValue]) -> LeftOn | None:
+    """`left_on` from the host's history and its main process (`files`: the unit files'
+    values). Either read may fail (no history yet, no sudo for /proc): that part is left out."""
+    unit = session.profile.service.unit
+    try:
+        entries = await history.load(session, unit)
+    except (history.HistoryError, RemoteError):
+        entries = []
+    try:
+        running = await read_running(session, unit)
+    except RemoteError:
+        running = None
+    values = running.flags(session.profile) if running is not None else None
+    return left_on(entries, files, values)

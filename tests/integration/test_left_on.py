@@ -9,6 +9,7 @@ import pytest
 
 from console.cli import parse_args
 from console.cli import set as cli_set
+from console.cli.flags import cmd_flags
 from console.cli.status import cmd_status
 from console.events import RolloutStep
 from console.sim.fleet import SimFleet
@@ -60,6 +61,10 @@ async def test_files_reloaded_but_not_restarted_say_what_really_runs(
     (record,) = [json.loads(line) for line in (await status(sim, capsys, "--json")).splitlines()]
     assert record["flags"]["budget"] == 16  # the files'
     assert record["left_on"]["flags"]["budget"] == 8 and "entry" not in record["left_on"]
+    # `flags` shows the files' values in its table, and says what runs above it
+    assert await cmd_flags(parse_args(["flags", "b300", "--profiles", str(sim.profiles_dir)])) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "left on: budget=8 topk=4" in said and "the unit files say budget=16" in said
 
 
 async def test_a_host_as_its_files_say_gets_no_left_on_line(

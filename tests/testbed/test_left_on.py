@@ -1,6 +1,7 @@
 """After a console killed mid-change on real systemd, the next `specops status` says which
 configuration the host is left on (issue 20, item 7): the host's history says the change
-never finished, the main process's /proc cmdline says what really runs and what the killed change meant to set."""
+never finished, the main process's /proc cmdline says what really runs, and the entry what
+the killed change meant to set."""
 
 from __future__ import annotations
 
