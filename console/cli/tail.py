@@ -5,6 +5,7 @@ and the same client-side filter: by default the profile's `[journal] patterns`, 
 instead of them, `--all` for everything. Crash records, restart markers and rate-limit gaps
 always pass. `--json` prints one object per record with its cursor, timestamp, message,
 continuation lines, crash signature and parsed SGLang fields, so scripts never re-parse text.
+While the link stalls or drops, console/cli/tail_link.py says so on stderr, never on stdout.
 """
 
 from __future__ import annotations
