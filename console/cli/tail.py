@@ -34,7 +34,7 @@ from console.cli.tail_link import PROBE_TIMEOUT_S, STALL_S, LinkNotices
 from console.events import JournalEntry
 from console.profiles import Profile, select
 from console.transport import remote
-from console.transport.ssh import ConnState, RemoteError
+from console.transport.ssh import ConnState, Disconnected, RemoteError
 from console.watch.journal import JournalFollower, LineFilter, assemble, decode_lines
 from console.watch.sglang import (
     DecodeBatch,
@@ -156,6 +156,9 @@ async def tail(
 
             follower = JournalFollower(session, unit, deliver, history=lines)
             return await _until_interrupted(_with(notices.watch(session), follower.run()))
+        except Disconnected as exc:  # the link went (exit 3, as for every command)
+            err.print(f"{exc}", markup=False)
+            return EXIT_UNREACHABLE
         except RemoteError as exc:
             err.print(f"{exc}", markup=False)
             return EXIT_FAILED

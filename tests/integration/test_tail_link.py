@@ -10,6 +10,7 @@ import json
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -144,3 +145,23 @@ async def test_a_dropped_link_is_said_while_it_is_down_and_when_it_is_back(
     assert f"{profile.name}: link lost" in said and "reconnecting…" in said
     assert f"{profile.name}: reconnected after " in said
     assert_gapless(lines, await journal_cursors(profile))
+
+
+async def test_a_link_lost_under_no_follow_exits_3(
+    sim: SimFleet,
+    profiles: list[Profile],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    profile = profiles[0]
+    real = remote.journal_read
+
+    def read_as_the_link_goes(*args: Any, **kwargs: Any) -> remote.Command:
+        sim.hosts[profile.name].abort_connections()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(remote, "journal_read", read_as_the_link_goes)
+    printer = Printer(profile, LineFilter(), as_json=True, stream=sys.stdout)
+    assert await tail(profile, printer, lines=10, follow=False) == 3
+    said = capsys.readouterr()
+    assert said.out == "" and "b300" in said.err
