@@ -14,7 +14,7 @@ from console.events import ServiceStatus
 from console.profiles import Profile, select
 from console.service.flags import format_value
 from console.service.status import read_status
-from console.transport.ssh import ConnState, HostState, RemoteError
+from console.transport.ssh import ConnState, Disconnected, HostState, RemoteError
 from console.tuning.left_on import LeftOn, read_left_on
 from console.watch.health import probe_health
 
@@ -45,6 +45,9 @@ async def _status_one(profile: Profile) -> Result:
             read_status(session, with_version=True), probe_health(session), return_exceptions=True
         )
         word = health if isinstance(health, str) else None
+        if isinstance(status_read, Disconnected):  # lost after connecting: unreachable (3)
+            lost = HostState(profile.name, ConnState.UNREACHABLE, str(status_read))
+            return lost, None, None, word, None
         if isinstance(status_read, RemoteError | ValueError):
             return state, None, str(status_read), word, None
         if isinstance(status_read, BaseException):

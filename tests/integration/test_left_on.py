@@ -4,6 +4,7 @@ on (issue 20, item 7): from the host's history and the main process's own comman
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ from console.cli.flags import cmd_flags
 from console.cli.status import cmd_status
 from console.events import RolloutStep
 from console.sim.fleet import SimFleet
+from console.transport import remote
 from tests.integration.test_dropped_link import set_losing_the_link_at
 
 
@@ -88,3 +90,19 @@ async def test_a_failed_change_left_in_place_is_named_with_why(
     assert "b300 left on: budget=32 topk=4 cuda_graph=off" in said
     assert "(change #1 by " in said
     assert "failed; not rolled back (--no-rollback): the new setting is in place)" in said
+
+
+async def test_a_link_lost_while_status_reads_is_exit_3(
+    sim: SimFleet, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = remote.systemctl_show
+
+    def show_as_the_link_goes(*args: Any, **kwargs: Any) -> remote.Command:
+        sim.hosts["b300"].abort_connections()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(remote, "systemctl_show", show_as_the_link_goes)
+    args = parse_args(["status", "b300", "--json", "--profiles", str(sim.profiles_dir)])
+    assert await cmd_status(args) == 3
+    (record,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert record["connection"] == "unreachable" and record["connected"] is False
