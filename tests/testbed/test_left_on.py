@@ -45,3 +45,13 @@ async def test_status_after_a_console_killed_mid_change_says_what_runs(bed: Test
     assert (left["entry"], left["outcome"]) == (1, "started")
     assert record["flags"]["budget"] == 8  # systemd has not seen the new drop-in directory
     assert record["unit"] == UNIT
+
+
+@pytest.mark.timeout(120)
+async def test_a_host_as_its_files_say_has_no_left_on_line(bed: Testbed) -> None:
+    """On real systemd the main process's /proc cmdline reads as the unit's ExecStart: no
+    false alarm on a host nobody interrupted."""
+    for host in bed.hosts:
+        text = specops(bed, "status", host.name, "--json").communicate(timeout=120)[0]
+        (record,) = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+        assert record["connected"] and "left_on" not in record, record
