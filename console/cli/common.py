@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from console.audit import AuditLog
 from console.inventory import load_inventory_fleet
 from console.profiles import Profile, load_fleet
 from console.settings import config_dir, load_settings, settings_path
-from console.transport.ssh import ConnState, HostSession, check_identity
+from console.transport.ssh import ConnState, HostSession, HostState, check_identity
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -63,9 +64,12 @@ def in_groups(profiles: list[Profile], groups: list[str]) -> list[Profile]:
     return [p for p in profiles if set(p.groups) & set(groups)]
 
 
-def new_session(profile: Profile) -> HostSession:
+def new_session(
+    profile: Profile, on_state: Callable[[HostState], None] | None = None
+) -> HostSession:
     """A session whose every remote command goes to the audit log."""
-    return HostSession(profile, on_command=AuditLog(secrets=profile.secret_names).record)
+    audit = AuditLog(secrets=profile.secret_names).record
+    return HostSession(profile, on_state=on_state, on_command=audit)
 
 
 async def connect(profile: Profile) -> HostSession | None:

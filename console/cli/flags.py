@@ -34,6 +34,7 @@ from console.transport import remote
 from console.transport.ssh import Disconnected, HostSession, RemoteError
 from console.tuning import history
 from console.tuning.history import HistoryEntry, HistoryError
+from console.tuning.left_on import read_left_on
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -72,6 +73,7 @@ async def cmd_flags(args: argparse.Namespace) -> int:
         service = effective_service(cat.stdout)
         values = read_flags(profile.flags, service.argv, service.environment)
         good = await _last_good(session)
+        left = await read_left_on(session, values)
         version = await read_version(session, service.argv[0]) if service.argv else None
     except Disconnected as exc:
         err.print(str(exc), markup=False)
@@ -116,6 +118,8 @@ async def cmd_flags(args: argparse.Namespace) -> int:
             "values": good_values,
         },
     }
+    if left is not None:
+        record["left_on"] = left.record()
     if args.json:
         print(json.dumps(record), flush=True)
         return EXIT_OK
@@ -126,6 +130,8 @@ async def cmd_flags(args: argparse.Namespace) -> int:
     out.print(f"ExecStart from {escape(service.execstart_source or '?')}", style="dim")
     if status.need_daemon_reload:
         out.print(escape(RELOAD_PENDING), style="yellow", soft_wrap=True)
+    if left is not None:  # the table below is the files'; this is what runs
+        out.print(escape(left.text()), style="yellow", soft_wrap=True)
     if version is not None:
         out.print(f"SGLang {escape(version)}", style="dim")
     table = Table("flag", "value", "last good", "maps to", "type")

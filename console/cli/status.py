@@ -14,7 +14,8 @@ from console.events import ServiceStatus
 from console.profiles import Profile, select
 from console.service.flags import format_value
 from console.service.status import read_status
-from console.transport.ssh import ConnState, HostState, RemoteError
+from console.transport.ssh import ConnState, Disconnected, HostState, RemoteError
+from console.tuning.left_on import LeftOn, read_left_on
 from console.watch.health import probe_health
 
 
@@ -28,8 +29,9 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(cmd_status(args))
 
 
-Result = tuple[HostState, ServiceStatus | None, str | None, str | None]
-"""Connection, unit status, error, and the `/health` answer (None when not connected)."""
+Result = tuple[HostState, ServiceStatus | None, str | None, str | None, LeftOn | None]
+"""Connection, unit status, error, the `/health` answer (None when not connected), and the
+configuration a change that did not end left the host on (None: all as the files say)."""
 
 
 async def _status_one(profile: Profile) -> Result:
@@ -38,16 +40,19 @@ async def _status_one(profile: Profile) -> Result:
     try:
         state = await session.wait_settled(profile.ssh.connect_timeout_s + 5)
         if state.state is not ConnState.CONNECTED:
-            return state, None, None, None
+            return state, None, None, None, None
         status_read, health = await asyncio.gather(
             read_status(session, with_version=True), probe_health(session), return_exceptions=True
         )
         word = health if isinstance(health, str) else None
+        if isinstance(status_read, Disconnected):  # lost after connecting: unreachable (3)
+            lost = HostState(profile.name, ConnState.UNREACHABLE, str(status_read))
+            return lost, None, None, word, None
         if isinstance(status_read, RemoteError | ValueError):
-            return state, None, str(status_read), word
+            return state, None, str(status_read), word, None
         if isinstance(status_read, BaseException):
             raise status_read
-        return state, status_read, None, word
+        return state, status_read, None, word, await read_left_on(session, status_read.flags)
     finally:
         await session.close()
 
@@ -62,6 +67,7 @@ def _status_record(
     status: ServiceStatus | None,
     error: str | None,
     health: str | None = None,
+    left: LeftOn | None = None,
 ) -> dict[str, Any]:
     record: dict[str, Any] = {
         "host": profile.name,
@@ -87,6 +93,8 @@ def _status_record(
             sglang_version=status.sglang_version,
             flags=status.flags,
         )
+    if left is not None:
+        record["left_on"] = left.record()
     if error:
         record["error"] = error
     return record
@@ -121,6 +129,9 @@ async def cmd_status(args: argparse.Namespace) -> int:
             health = r.get("health", "-")
             table.add_row(r["host"], conn, health, state, flags or "-")
         out.print(table)
+        for profile, (*_, left) in zip(profiles, results, strict=True):
+            if left is not None:  # below the table: whole, whatever the width
+                out.print(f"{profile.name} {left.text()}", markup=False, soft_wrap=True)
     failed = any(not r["connected"] for r in records)
     return (
         EXIT_UNREACHABLE if failed else (EXIT_FAILED if any("error" in r for r in records) else 0)

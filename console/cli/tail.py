@@ -5,6 +5,7 @@ and the same client-side filter: by default the profile's `[journal] patterns`, 
 instead of them, `--all` for everything. Crash records, restart markers and rate-limit gaps
 always pass. `--json` prints one object per record with its cursor, timestamp, message,
 continuation lines, crash signature and parsed SGLang fields, so scripts never re-parse text.
+While the link stalls or drops, console/cli/tail_link.py says so on stderr, never on stdout.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any, TextIO
 
 from console.cli.common import (
@@ -29,10 +30,11 @@ from console.cli.common import (
     load_profiles,
     new_session,
 )
+from console.cli.tail_link import PROBE_TIMEOUT_S, STALL_S, LinkNotices
 from console.events import JournalEntry
 from console.profiles import Profile, select
 from console.transport import remote
-from console.transport.ssh import ConnState, RemoteError
+from console.transport.ssh import ConnState, Disconnected, RemoteError
 from console.watch.journal import JournalFollower, LineFilter, assemble, decode_lines
 from console.watch.sglang import (
     DecodeBatch,
@@ -117,8 +119,23 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(tail(profile, printer, lines=args.lines, follow=not args.no_follow))
 
 
-async def tail(profile: Profile, printer: Printer, *, lines: int, follow: bool) -> int:
-    session = new_session(profile)
+async def tail(
+    profile: Profile,
+    printer: Printer,
+    *,
+    lines: int,
+    follow: bool,
+    stall_s: float = STALL_S,
+    probe_timeout_s: float = PROBE_TIMEOUT_S,
+) -> int:
+    notices = LinkNotices(
+        profile.name,
+        profile.service.unit,
+        lambda text: err.print(text, markup=False, soft_wrap=True),
+        stall_s=stall_s,
+        probe_timeout_s=probe_timeout_s,
+    )
+    session = new_session(profile, on_state=notices.on_state)
     session.start()
     try:
         state = await session.wait_settled(profile.ssh.connect_timeout_s + 5)
@@ -132,8 +149,16 @@ async def tail(profile: Profile, printer: Printer, *, lines: int, follow: bool) 
                 result = await session.run(remote.journal_read(unit, lines=lines), timeout=120)
                 printer(assemble(decode_lines(profile.name, result.stdout.splitlines())))
                 return EXIT_OK
-            follower = JournalFollower(session, unit, printer, history=lines)
-            return await _until_interrupted(follower.run())
+
+            def deliver(records: list[JournalEntry]) -> None:
+                notices.data()
+                printer(records)
+
+            follower = JournalFollower(session, unit, deliver, history=lines)
+            return await _until_interrupted(_with(notices.watch(session), follower.run()))
+        except Disconnected as exc:  # the link went (exit 3, as for every command)
+            err.print(f"{exc}", markup=False)
+            return EXIT_UNREACHABLE
         except RemoteError as exc:
             err.print(f"{exc}", markup=False)
             return EXIT_FAILED
@@ -143,6 +168,17 @@ async def tail(profile: Profile, printer: Printer, *, lines: int, follow: bool) 
             return EXIT_OK
     finally:
         await session.close()
+
+
+async def _with(beside: Coroutine[Any, Any, None], main: Coroutine[Any, Any, None]) -> None:
+    """Run `main`, with `beside` running next to it until `main` ends."""
+    helper = asyncio.ensure_future(beside)
+    try:
+        await main
+    finally:
+        helper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await helper
 
 
 async def _until_interrupted(following: Any) -> int:

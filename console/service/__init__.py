@@ -4,6 +4,7 @@
 - `unit.py`: the effective unit from `systemctl cat` (file + drop-ins) and specops' drop-in;
 - `flags.py`: a profile's flag values: read, validate, apply, diff, name a variant;
 - `status.py`: `read_status`, systemd's view of the unit plus its current flag values;
+- `running.py`: `read_running`, the main process's own argv and environment (/proc);
 - `health.py`: `probe_health`, the server's `/health` answer in one word.
 
 Who may import it: `state`, the `tuning`/`evidence` rooms, the fleet, the simulator, the CLI

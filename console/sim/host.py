@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import re
 import shlex
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -144,6 +145,8 @@ class SimHost:
         self.journal = SimJournal()
         self.connections: set[asyncssh.SSHServerConnection] = set()
         self.frozen = False
+        self._thawed = asyncio.Event()
+        self._thawed.set()
         self.torn_aborts = 0
         """Pending faults: abort the connection in the middle of the next journal line."""
         self.background: set[asyncio.Task[None]] = set()
@@ -212,8 +215,10 @@ class SimHost:
             conn.abort()
 
     def freeze(self) -> None:
-        """Stop reading from clients: only SSH keepalives can tell the host is gone."""
+        """Stop reading from clients and hold the journal streams (a partition: nothing
+        arrives either way, nothing is reset): only SSH keepalives can tell the host is gone."""
         self.frozen = True
+        self._thawed.clear()
         for conn in self.connections:
             transport = getattr(conn, "_transport", None)
             if transport is not None:
@@ -221,10 +226,14 @@ class SimHost:
 
     def thaw(self) -> None:
         self.frozen = False
+        self._thawed.set()
         for conn in self.connections:
             transport = getattr(conn, "_transport", None)
             if transport is not None:
                 transport.resume_reading()
+
+    async def wait_thawed(self) -> None:
+        await self._thawed.wait()
 
     def host_key_line(self) -> str:
         return f"[127.0.0.1]:{self.port} {self.host_key.export_public_key().decode().strip()}\n"
@@ -306,6 +315,7 @@ async def _journalctl(
 async def _write_lines(
     host: SimHost, process: asyncssh.SSHServerProcess[str], lines: list[str]
 ) -> None:
+    await host.wait_thawed()
     if host.torn_aborts > 0:
         host.torn_aborts -= 1
         keep = max(1, len(lines) // 2)
@@ -371,8 +381,20 @@ def _operands(argv: list[str]) -> list[str]:
     return [a for a in argv[1:] if not a.startswith("-")]
 
 
+_PROC = re.compile(r"/proc/(\d+)/(cmdline|environ)")
+
+
 async def _cat(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]) -> int:
     for path in _operands(argv):
+        if (found := _PROC.fullmatch(path)) is not None:  # the unit's main process, as Linux
+            running = host.unit.running if int(found[1]) == host.unit.main_pid else None
+            if running is None:
+                process.stderr.write(f"cat: {path}: No such file or directory\n")
+                return 1
+            argv_now, env = running
+            items = argv_now if found[2] == "cmdline" else [f"{k}={v}" for k, v in env.items()]
+            process.stdout.write("".join(f"{item}\0" for item in items))
+            continue
         try:
             process.stdout.write(host.local(path).read_text())
         except OSError:

@@ -62,6 +62,8 @@ class SimUnit:
         self.invocation_id = ""
         self.n_restarts = 0
         self.main_pid = 0
+        self.running: tuple[list[str], dict[str, str]] | None = None
+        """The main process's argv and environment (what /proc/PID/cmdline, environ say)."""
         self.exec_main_status = 0
         self.exec_main_code = 0
         self.server: SimSGLang | None = None
@@ -187,6 +189,7 @@ class SimUnit:
         self.invocation_id = uuid.uuid4().hex
         self._next_pid += 7
         self.main_pid = self._next_pid
+        self.running = (list(self.loaded.argv), dict(self.loaded.env))
         self.active_state, self.sub_state, self.result = "active", "running", "success"
         self._system_log(f"Started {self.name}.")
         pid = str(self.main_pid)

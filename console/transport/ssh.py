@@ -291,6 +291,13 @@ class HostSession:
         """Skip the current backoff wait (after `trust`, or on operator request)."""
         self._wake.set()
 
+    def drop_link(self) -> None:
+        """Abort the current connection so the supervisor reconnects now: for a link that no
+        longer answers while the keepalives have not given up yet (`specops tail`'s probe)."""
+        if self._conn is not None:
+            self._connected.clear()
+            self._conn.abort()
+
     async def wait_settled(self, timeout: float) -> HostState:
         """Wait until the first connection attempt has an outcome (or `timeout`)."""
         with contextlib.suppress(TimeoutError):
@@ -420,13 +427,23 @@ class HostSession:
     async def run(
         self, command: Command, *, timeout: float | None = 60.0, check: bool = True
     ) -> Result:
-        """Run one command to completion. A dropped link raises, never "succeeds"."""
-        shell, started, proc = await self._spawn(command)
+        """Run one command to completion. A dropped link raises, never "succeeds".
+
+        `timeout` covers opening the channel too: over a stalled link the open is what hangs
+        (until the keepalives give up), not the command; a channel that does not open in
+        time is a link that does not answer, so that is `Disconnected`."""
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        try:
+            async with asyncio.timeout_at(deadline):
+                shell, started, proc = await self._spawn(command)
+        except TimeoutError:
+            shell = command.shell(self.profile.ssh.sudo)
+            raise Disconnected(self.name, f"`{shell}`: no channel within {timeout}s") from None
         try:
             if command.stdin is not None:
                 proc.stdin.write(command.stdin)
             proc.stdin.write_eof()
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout_at(deadline):
                 completed = await proc.wait()
         except TimeoutError:
             proc.kill()

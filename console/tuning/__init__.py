@@ -7,6 +7,7 @@
 - `soak.py`: the soak window and how a failure's stage is named;
 - `history.py`: the host's own history of configurations, and its last good one;
 - `rollback.py`: where a rollback goes (last good, entry N, the original), as a plan;
+- `left_on.py`: which configuration a change that did not end left the host on;
 - `invocation.py`: watching one invocation of the unit in its journal;
 - `smoke.py`: the end-to-end completion check;
 - `flag_history.py`: per flag, its last good value and the values it crashed with.

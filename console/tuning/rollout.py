@@ -43,6 +43,7 @@ from console.transport import remote
 from console.transport.ssh import Disconnected, RemoteError
 from console.tuning.history import HistoryError, abandoned_note
 from console.tuning.invocation import InvocationWatch
+from console.tuning.left_on import ROLLBACK_FAILED
 from console.tuning.soak import stage_of
 from console.tuning.steps import (
     SIGNATURE_RANK,
@@ -91,8 +92,13 @@ class Rollout(RolloutSteps):
         self._rollback = False  # the record is the rollout's, not the rollback's
         if self._history.entry is not None:
             self._step(RolloutStep.HISTORY, "running")
+            recorded = result
+            if result.rollback_error:  # what `specops status` reads back (tuning/left_on.py)
+                sep = ROLLBACK_FAILED if self.options.rollback else "; "  # "; not rolled back"
+                reason = f"{result.reason}{sep}{result.rollback_error}"
+                recorded = dataclasses.replace(result, reason=reason)
             try:
-                entry = await self._history.end(result, self._failed_restarts)
+                entry = await self._history.end(recorded, self._failed_restarts)
             except (HistoryError, RemoteError) as exc:
                 self._step(RolloutStep.HISTORY, "failed", f"the outcome is not recorded: {exc}")
             else:
@@ -106,7 +112,11 @@ class Rollout(RolloutSteps):
             old_invocation, previous, cursor = await self._record()
         except (_Failure, RemoteError) as exc:
             self._step(RolloutStep.RECORD, "failed", str(exc))
-            return self._finished(RolloutOutcome.FAILED, f"{exc}; nothing was changed")
+            return self._finished(
+                RolloutOutcome.FAILED,
+                f"{exc}; nothing was changed",
+                unreachable=await self._link_lost(exc),
+            )
         self._watch = InvocationWatch(self.session, self.unit, cursor, self._lines)
         self._watch.start()
         try:
@@ -117,7 +127,7 @@ class Rollout(RolloutSteps):
             await self._soak(invocation)
         except (_Failure, RemoteError) as exc:
             failure = exc if isinstance(exc, _Failure) else _Failure(str(exc))
-            return await self._fail(failure, previous)
+            return await self._fail(failure, previous, cause=exc)
         self._remember(invocation)
         return self._finished(
             RolloutOutcome.APPLIED,
@@ -184,7 +194,15 @@ class Rollout(RolloutSteps):
 
     # --- failure and rollback ----------------------------------------------------------
 
-    async def _fail(self, failure: _Failure, previous: str | None) -> RolloutFinished:
+    async def _link_lost(self, exc: BaseException) -> bool:
+        """Did `exc` come from the link rather than the host? (A session may say connected
+        for a moment after its link died, so a `Disconnected` counts whatever it says.)"""
+        return isinstance(exc, Disconnected) or await self._link_down()
+
+    async def _fail(
+        self, failure: _Failure, previous: str | None, *, cause: BaseException | None = None
+    ) -> RolloutFinished:
+        """Report `failure` and roll back; `cause`: what raised it, to tell a lost link."""
         watch = self._watch
         failed = watch.target if watch is not None else None
         self._step(self._current, "failed", failure.reason)
@@ -229,7 +247,9 @@ class Rollout(RolloutSteps):
         }
         if not self._touched:
             return self._finished(
-                RolloutOutcome.FAILED, **{**report, "reason": f"{reason}; nothing changed"}
+                RolloutOutcome.FAILED,
+                **{**report, "reason": f"{reason}; nothing changed"},
+                unreachable=cause is not None and await self._link_lost(cause),
             )
         if not self.options.rollback:
             return self._finished(
@@ -237,6 +257,7 @@ class Rollout(RolloutSteps):
                 **report,
                 flags=dict(self.plan.new_values),
                 rollback_error="not rolled back (--no-rollback): the new setting is in place",
+                unreachable=cause is not None and await self._link_lost(cause),
             )
         self._rollback = True
         text, label, values = self._rollback_target(previous)
@@ -265,6 +286,16 @@ class Rollout(RolloutSteps):
                 unreachable=True,
             )
         except (_Failure, RemoteError) as exc:
+            if await self._link_lost(exc):  # e.g. a command timed out as the link went
+                left = self._left_on()
+                self._step(self._current, "failed", f"{exc}; {left}")
+                return self._finished(
+                    RolloutOutcome.FAILED,
+                    **report,
+                    flags=dict(self.plan.new_values),
+                    rollback_error=f"the link went while rolling back ({exc}): {left}",
+                    unreachable=True,
+                )
             self._step(self._current, "failed", str(exc))
             return self._finished(RolloutOutcome.FAILED, **report, rollback_error=str(exc))
         if values is None:

@@ -29,7 +29,7 @@ from console.events import (
 from console.service.health import readiness_path
 from console.service.unit import ServiceExec, effective_service
 from console.transport import http, remote
-from console.transport.ssh import Disconnected, HostSession, RemoteError, Result
+from console.transport.ssh import ConnState, Disconnected, HostSession, RemoteError, Result
 from console.tuning.history import Recorder
 from console.tuning.invocation import InvocationWatch
 from console.tuning.plan import Plan
@@ -40,6 +40,8 @@ from console.watch.signatures import CRASH_SIGNATURES
 Listener = Callable[[RolloutEvent], None]
 T = TypeVar("T")
 RETRY_PAUSE_S = 0.5
+LINK_PROBE_S = 5.0
+"""How long a cheap read may take before the link counts as down (`_link_down`)."""
 SIGNATURE_RANK = {name: i for i, (name, _) in enumerate(CRASH_SIGNATURES)}
 
 
@@ -149,6 +151,19 @@ class RolloutSteps:
                     raise
                 await self.session.wait_connected(left)
                 await asyncio.sleep(min(RETRY_PAUSE_S, max(0.0, deadline - time.monotonic())))
+
+    async def _link_down(self) -> bool:
+        """Whether the link fails a cheap read now: a step that failed over HTTP (the port
+        "closed", a reset) may have failed because the link went, not the server."""
+        if self.session.state.state is not ConnState.CONNECTED:
+            return True
+        try:
+            await self.session.run(
+                remote.systemctl_is_active(self.unit), check=False, timeout=LINK_PROBE_S
+            )
+        except RemoteError:  # Disconnected, or no answer in time
+            return True
+        return False
 
     async def _idempotent(self, command: remote.Command, timeout: float = 60.0) -> Result:
         """An idempotent command (`mkdir -p`, `rm -f`, daemon-reload, reset-failed, restart)."""
@@ -335,10 +350,16 @@ class RolloutSteps:
     async def _smoke(self) -> None:
         smoke = self.profile.service.smoke
         self._step(RolloutStep.SMOKE, "running", f"{smoke.prompt!r} must contain {smoke.expect!r}")
-        try:
-            answer = await smoke_completion(self.session, self._api_key())
-        except http.HttpError as exc:
-            raise StepFailure(f"smoke test: {exc}", phase="serving") from None
+
+        async def attempt() -> str:
+            try:
+                return await smoke_completion(self.session, self._api_key())
+            except http.HttpError as exc:
+                if await self._link_down():  # redone once the link is back
+                    raise Disconnected(self.plan.host, f"smoke test: {exc}") from None
+                raise StepFailure(f"smoke test: {exc}", phase="serving") from None
+
+        answer = await self._retrying(attempt)
         self._check_crash()
         if smoke.expect not in answer:
             raise StepFailure(

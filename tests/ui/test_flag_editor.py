@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Input, Log, Static
 from textual.widgets.data_table import ColumnKey
 
 from console.app import SpecopsApp
+from console.cli.tui import build_app
 from console.events import RolloutOutcome
 from console.evidence.ledger import host_dir
 from console.evidence.ledger import load as load_experiments
@@ -137,9 +138,19 @@ async def test_a_confirmed_change_ends_healthy_with_live_progress(fleet: SimFlee
         await pilot.press("q")
 
 
-async def test_read_only_disables_the_flag_editor(fleet: SimFleet) -> None:
+@pytest.mark.parametrize("source", ["flag", "settings", "environment"])
+async def test_read_only_disables_the_flag_editor(
+    fleet: SimFleet, source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From every source, as `specops` builds the app (issue 20, item 4)."""
+    if source == "settings":
+        settings = tmp_path / "settings.toml"
+        settings.write_text("read_only = true\n")
+        monkeypatch.setenv("SPECOPS_SETTINGS", str(settings))
+    elif source == "environment":
+        monkeypatch.setenv("SPECOPS_READ_ONLY", "1")
     messages: list[Message] = []
-    app = SpecopsApp(Fleet(load_fleet(fleet.profiles_dir)), read_only=True)
+    app = build_app(load_fleet(fleet.profiles_dir), read_only=source == "flag")
     async with app.run_test(size=(140, 44), message_hook=messages.append) as pilot:
         await pilot.press("f")
         await pilot.pause(0.1)

@@ -1,0 +1,136 @@
+"""Which configuration a host is left on after a change that did not end (issue 20, item 7).
+
+A change interrupted half way (the console killed, the link lost for good) leaves its history
+entry "started" (or "abandoned", once a later run noticed); a change whose rollback failed
+ends "failed" with the rollback's error in its reason. Either way the unit files may not be
+what runs. `specops status` reads the host's history and the main process's own command
+line (console/service/running.py) and says, from those, what the host runs and why.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from console.profiles import FlagValue
+from console.service.flags import format_value
+from console.service.running import read_running
+from console.transport.ssh import HostSession, RemoteError
+from console.tuning import history
+from console.tuning.history import HistoryEntry
+
+UNFINISHED = ("started", "abandoned")
+ROLLBACK_FAILED = "; rollback failed: "
+"""How a rollout's history reason carries its rollback's error (console/tuning/rollout.py)."""
+NOT_ROLLED_BACK = "; not rolled back"
+"""… and a `--no-rollback` failure's "not rolled back (--no-rollback): …"."""
+MARKERS = (ROLLBACK_FAILED, NOT_ROLLED_BACK)
+
+
+@dataclass(frozen=True)
+class LeftOn:
+    values: Mapping[str, FlagValue]
+    """What runs: the main process's flag values, else the unit files'."""
+    source: str
+    """"running command" or "unit files" (the process could not be read)."""
+    entry: HistoryEntry | None
+    """The change that did not end, if that is why; None: only the files differ."""
+    files: Mapping[str, FlagValue]
+    note: str
+
+    def text(self) -> str:
+        return f"left on: {values_text(self.values)} ({self.note})"
+
+    def record(self) -> dict[str, object]:
+        data: dict[str, object] = {
+            "flags": dict(self.values),
+            "source": self.source,
+            "files_flags": dict(self.files),
+            "note": self.note,
+        }
+        if self.entry is not None:
+            data.update(
+                entry=self.entry.n,
+                kind=self.entry.kind,
+                outcome=self.entry.outcome,
+                who=self.entry.who,
+                started_at=self.entry.started_at,
+            )
+        return data
+
+
+def values_text(values: Mapping[str, FlagValue]) -> str:
+    return " ".join(f"{k}={format_value(v)}" for k, v in values.items()) or "-"
+
+
+def unended(entries: Sequence[HistoryEntry]) -> HistoryEntry | None:
+    """The newest entry, when it did not end on a configuration it verified: never finished,
+    or its rollback failed."""
+    newest = max(entries, key=lambda e: e.n, default=None)
+    if newest is None:
+        return None
+    if newest.outcome in UNFINISHED or _marker(newest.reason) is not None:
+        return newest
+    return None
+
+
+def _marker(reason: str) -> int | None:
+    found = [i for m in MARKERS if (i := reason.find(m)) >= 0]
+    return min(found) if found else None
+
+
+def _differing(
+    these: Mapping[str, FlagValue], runs: Mapping[str, FlagValue]
+) -> dict[str, FlagValue]:
+    return {k: v for k, v in these.items() if runs.get(k) != v}
+
+
+def _entry_note(entry: HistoryEntry) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.started_at))
+    what = f"{entry.kind} #{entry.n} by {entry.who}, {when}"
+    if entry.outcome == "started":
+        return f"{what}, never finished: the console stopped or lost the link (or still runs)"
+    if entry.outcome == "abandoned":
+        return f"{what}, abandoned half way"
+    return f"{what}, failed{entry.reason[_marker(entry.reason) or 0 :]}"
+
+
+def left_on(
+    entries: Sequence[HistoryEntry],
+    files: Mapping[str, FlagValue],
+    running: Mapping[str, FlagValue] | None,
+) -> LeftOn | None:
+    """What the host is left on, when a change did not end or the files are not what runs;
+    None when all is as the files say. `running`: the main process's values (None: unread)."""
+    entry = unended(entries)
+    values = dict(running) if running is not None else dict(files)
+    source = "running command" if running is not None else "unit files"
+    differs = running is not None and dict(running) != dict(files)
+    if entry is None and not differs:
+        return None
+    notes = [] if entry is None else [_entry_note(entry)]
+    if entry is not None and (meant := _differing(entry.values, values)):
+        notes.append(f"it set {values_text(meant)}")
+    if differs:
+        said = values_text(_differing(files, values))
+        notes.append(f"the unit files say {said}; not restarted since")
+    elif running is None:
+        notes.append("the running command could not be read: these are the unit files'")
+    return LeftOn(values, source, entry, dict(files), "; ".join(notes))
+
+
+async def read_left_on(session: HostSession, files: Mapping[str, FlagValue]) -> LeftOn | None:
+    """`left_on` from the host's history and its main process (`files`: the unit files'
+    values). Either read may fail (no history yet, no sudo for /proc): that part is left out."""
+    unit = session.profile.service.unit
+    try:
+        entries = await history.load(session, unit)
+    except (history.HistoryError, RemoteError):
+        entries = []
+    try:
+        running = await read_running(session, unit)
+    except RemoteError:
+        running = None
+    values = running.flags(session.profile) if running is not None else None
+    return left_on(entries, files, values)
