@@ -34,6 +34,7 @@ from console.transport.ssh import Disconnected, HostSession, RemoteError
 from console.tuning import history
 from console.tuning.history import HistoryError
 from console.tuning.plan import Plan, make_plan, original_plan
+from console.tuning.probation import entry_plan
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -119,6 +120,4 @@ async def _plan(session: HostSession, args: argparse.Namespace) -> Plan | None:
         f"{escape(target.who or '?')})",
         soft_wrap=True,
     )
-    if target.dropin is None:
-        return original_plan(profile, cat)
-    return make_plan(profile, cat, dict(target.values))
+    return entry_plan(profile, cat, target)

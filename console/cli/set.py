@@ -239,9 +239,15 @@ async def _report_abandoned(session: HostSession, *, dry_run: bool) -> None:
 
 
 async def run_plan(
-    session: HostSession, plan: Plan, args: argparse.Namespace, *, kind: str = "change"
+    session: HostSession,
+    plan: Plan,
+    args: argparse.Namespace,
+    *,
+    kind: str = "change",
+    source: str = "cli",
 ) -> int:
-    """Diff, build check, confirm, then the rollout (also `specops rollback`'s way)."""
+    """Diff, build check, confirm, then the rollout (also `specops rollback`'s way, and
+    `specops watch`'s probation rollback: `source` names it in the ledger)."""
     profile = session.profile
     _print_diff(plan)
     _say(f"{profile.name}: {escape(plan.summary())}")
@@ -301,19 +307,24 @@ async def run_plan(
             printer.stop()
     _audit(plan, result.summary())
     _report(result, plan)
-    await _record(session, plan, before, started, result)
+    await _record(session, plan, before, started, result, source)
     if result.unreachable:
         return EXIT_UNREACHABLE
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
 async def _record(
-    session: HostSession, plan: Plan, before: str | None, started: str, result: RolloutFinished
+    session: HostSession,
+    plan: Plan,
+    before: str | None,
+    started: str,
+    result: RolloutFinished,
+    source: str = "cli",
 ) -> None:
     """The experiment into the ledger; a failure to record never changes the exit status."""
     try:
         path = await record_rollout(
-            session, plan, result, before_invocation=before, started=started, source="cli"
+            session, plan, result, before_invocation=before, started=started, source=source
         )
     except (RemoteError, OSError) as exc:
         err.print(f"specops: {plan.host}: experiment not recorded: {exc}", markup=False)
