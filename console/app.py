@@ -6,6 +6,8 @@ runs over real hosts, the demo's simulated fleet, and the tests' in-process host
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import gc
 import logging
 import os
@@ -55,10 +57,11 @@ from console.fleet import Fleet
 from console.profiles import FlagValue
 from console.settings import Settings, state_dir
 from console.state import load_last_good, write_atomic
-from console.transport.ssh import RemoteError
+from console.transport.ssh import HostSession, RemoteError
 from console.tuning.flag_history import flag_history
 from console.tuning.plan import Plan, prepare
-from console.tuning.rollout import Rollout
+from console.tuning.probation import ProbationEvent, ProbationGuard
+from console.tuning.rollout import Rollout, RolloutOptions
 from console.watch.journal import LineFilter
 from widgets.accept_chart import POINTS as CHART_POINTS
 from widgets.accept_chart import AcceptChart
@@ -80,6 +83,7 @@ from widgets.messages import (
     SnapshotFinished,
     SnapshotProgressed,
 )
+from widgets.probation_banner import ProbationBanner, ProbationUpdated, probation_note
 from widgets.rollout_view import (
     OUTCOME_SEVERITY,
     RolloutScreen,
@@ -150,6 +154,7 @@ class SpecopsApp(App[int]):
         Binding("w", "save_view", "Save view", id="save-view", show=False),
         Binding("t", "toggle_stats", "Stats", id="stats-toggle", show=False),
         Binding("question_mark", "help", "Help", id="help", key_display="?"),
+        Binding("x", "probation_cancel", "Cancel rollback", id="probation-cancel", show=False),
         *[
             Binding(str(i), f"select_index({i})", f"Host {i}", id=f"host-{i}", show=False)
             for i in range(1, 10)
@@ -187,6 +192,13 @@ class SpecopsApp(App[int]):
         self._input_until = 0.0
         self._input_key: object = None
         self._main_widgets: dict[tuple[type[Widget], str | None], Widget] = {}
+        self.probation = ProbationGuard(
+            fleet.sessions,
+            self._probation_rollback,
+            self._probation_posted,
+            read_only="the console is read-only" if self.read_only else None,
+        )
+        """Rolls back a crash during probation (console/tuning/probation.py), on the engine."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -199,6 +211,7 @@ class SpecopsApp(App[int]):
         yield PromptInput(placeholder="filter regex (empty: the profiles' patterns)", id="filter")
         yield PromptInput(placeholder="search the journal view", id="search")
         yield SnapshotPanel(id="snapshot")
+        yield ProbationBanner(id="probation")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -236,6 +249,7 @@ class SpecopsApp(App[int]):
 
     async def on_unmount(self) -> None:
         if self.engine.running:
+            await self.engine.run(self.probation.stop())
             await self.engine.run(self.fleet.stop())
             self.engine.stop()
         gc.unfreeze()
@@ -265,6 +279,7 @@ class SpecopsApp(App[int]):
 
     def _forward(self, event: Event) -> None:
         """Runs on the engine's thread: only thread-safe steps here."""
+        self.probation.observe(event)
         if isinstance(event, HostStateChanged):
             self.post_message(HostStateUpdated(event))
         elif isinstance(event, ServiceStatus):
@@ -736,8 +751,17 @@ class SpecopsApp(App[int]):
 
     # --- rollout -------------------------------------------------------------------------
 
-    def _start_rollout(self, plan: Plan) -> None:
-        """Run a flag change on the engine as an app worker: it outlives its screen."""
+    def _start_rollout(
+        self,
+        plan: Plan,
+        *,
+        kind: str = "change",
+        source: str = "tui",
+        done: concurrent.futures.Future[bool] | None = None,
+    ) -> None:
+        """Run a flag change on the engine as an app worker: it outlives its screen.
+
+        `done` (a probation rollback's) learns whether it ended healthy."""
         host = plan.host
 
         def event(event: RolloutEvent) -> None:  # on the engine's thread
@@ -745,7 +769,7 @@ class SpecopsApp(App[int]):
 
         async def run() -> None:
             session = self.fleet.sessions[host]
-            rollout = Rollout(session, plan, on_event=event)
+            rollout = Rollout(session, plan, on_event=event, options=RolloutOptions(kind=kind))
             try:  # the run the change leaves, for the experiment ledger
                 before: str | None = await self.engine.run(current_invocation(session))
             except (RemoteError, OSError):
@@ -757,7 +781,11 @@ class SpecopsApp(App[int]):
                 log.exception("%s: rollout crashed", host)
                 self.notify(f"{host}: rollout stopped: {exc}", severity="error", markup=False)
                 self._audit_action(plan, f"stopped: {exc}")
+                if done is not None:
+                    done.set_result(False)
                 return
+            if done is not None:
+                done.set_result(result.ok)
             self._audit_action(plan, result.summary())
             self.notify(
                 outcome_text(result),
@@ -769,7 +797,7 @@ class SpecopsApp(App[int]):
             self.engine.call(self.fleet.refresh_status, host)
             try:
                 recording = record_rollout(
-                    session, plan, result, before_invocation=before, started=started, source="tui"
+                    session, plan, result, before_invocation=before, started=started, source=source
                 )
                 await self.engine.run(recording)
             except (RemoteError, OSError) as exc:
@@ -786,6 +814,36 @@ class SpecopsApp(App[int]):
         if self.fleet.on_action is not None:
             entry = action_record(plan.host, "flags", plan.summary(), outcome, plan.dropin)
             self.fleet.on_action(entry)
+
+    # --- probation -----------------------------------------------------------------------
+
+    async def _probation_rollback(self, session: HostSession, plan: Plan) -> bool:
+        """On the engine: the probation rollback, shown and recorded like a flag change."""
+        done: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        self.call_from_thread(self._show_rollout, plan, done)
+        return await asyncio.wrap_future(done)
+
+    def _show_rollout(self, plan: Plan, done: concurrent.futures.Future[bool]) -> None:
+        screen = RolloutScreen(plan)
+        self._rollout_screens[plan.host] = screen
+        self.push_screen(screen)
+        self._start_rollout(plan, kind="rollback", source="probation", done=done)
+
+    def _probation_posted(self, event: ProbationEvent) -> None:  # on the engine's thread
+        self.post_message(ProbationUpdated(event))
+
+    @on(ProbationUpdated)
+    def _probation_event(self, message: ProbationUpdated) -> None:
+        if banner := self.main(ProbationBanner):
+            banner.show(message.event)
+        note = probation_note(message.event)
+        if note is not None:
+            text, severity = note
+            self.notify(text, title="probation", severity=severity, markup=False)
+
+    def action_probation_cancel(self) -> None:
+        """`x`: cancel the probation rollbacks counting down (they leave the hosts alone)."""
+        self.engine.call(self.probation.cancel)
 
     @on(RolloutUpdated)
     def _rollout_event(self, message: RolloutUpdated) -> None:

@@ -41,8 +41,7 @@ from console.cli.common import (
 from console.events import CrashDetected, HostStateChanged, InvocationChanged
 from console.fleet import Fleet
 from console.profiles import select
-from console.transport.ssh import ConnState, HostSession, RemoteError
-from console.tuning.history import HistoryError
+from console.transport.ssh import ConnState, HostSession
 from console.tuning.plan import Plan
 from console.tuning.probation import (
     Probation,
@@ -51,6 +50,7 @@ from console.tuning.probation import (
     ProbationDone,
     ProbationEvent,
     ProbationGuard,
+    ProbationState,
     ProbationTick,
 )
 
@@ -135,8 +135,6 @@ class Watch:
                 state=state.state.value,
                 detail=state.detail,
             )
-            if state.state is ConnState.CONNECTED:
-                self._tasks.append(asyncio.create_task(self._show_probation(state.host)))
         elif isinstance(event, CrashDetected) and event.live:
             probation = self.guard.state(event.host)
             where = "" if probation is None else " (on probation)"
@@ -160,14 +158,6 @@ class Watch:
                 invocation=event.invocation,
                 previous=event.previous,
             )
-
-    async def _show_probation(self, host: str) -> None:
-        try:
-            probation = await self.guard.refresh(host)
-        except (HistoryError, RemoteError) as exc:
-            self.emit("probation", host, f"{host}: history unreadable: {exc}", error=str(exc))
-            return
-        self._say_probation(host, probation)
 
     def _say_probation(self, host: str, probation: Probation | None) -> None:
         key = None if probation is None else f"{probation.entry.n}"
@@ -194,7 +184,9 @@ class Watch:
 
     def _probation_event(self, event: ProbationEvent) -> None:
         host = event.host
-        if isinstance(event, ProbationAnnounced):
+        if isinstance(event, ProbationState):
+            self._say_probation(host, event.probation)
+        elif isinstance(event, ProbationAnnounced):
             crash = event.crash
             what = crash.signature or "restart"
             head = (
@@ -242,8 +234,6 @@ class Watch:
                 skipped=event.skipped,
                 detail=event.detail,
             )
-            if not event.skipped:
-                self._tasks.append(asyncio.create_task(self._show_probation(host)))
 
     # --- the rollback: `specops rollback`'s own way ------------------------------------
 

@@ -31,10 +31,10 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from console.events import CrashDetected, InvocationChanged
+from console.events import CrashDetected, HostStateChanged, InvocationChanged
 from console.profiles import Profile
 from console.transport import remote
-from console.transport.ssh import HostSession, RemoteError
+from console.transport.ssh import ConnState, HostSession, RemoteError
 from console.tuning import history
 from console.tuning.history import HistoryEntry, HistoryError
 from console.tuning.invocation import EXCEPTION_RE
@@ -162,10 +162,24 @@ class ProbationDone:
     skipped: bool = False
 
 
-ProbationEvent = ProbationAnnounced | ProbationTick | ProbationCancelled | ProbationDone
+@dataclass(frozen=True)
+class ProbationState:
+    """What the host's history says now: on probation (since which entry) or not."""
+
+    host: str
+    probation: Probation | None
+
+
+ProbationEvent = (
+    ProbationAnnounced | ProbationTick | ProbationCancelled | ProbationDone | ProbationState
+)
 
 RollbackRunner = Callable[[HostSession, Plan], Awaitable[bool]]
 """Runs the verified rollback of a plan (kind "rollback") and records it; True when healthy."""
+
+
+def _entry(probation: Probation | None) -> int | None:
+    return None if probation is None else probation.entry.n
 
 
 def _values(values: Mapping[str, object]) -> str:
@@ -206,6 +220,9 @@ class ProbationGuard:
         self._busy: dict[str, asyncio.Task[None]] = {}
         self._cancel: dict[str, asyncio.Event] = {}
         self.rollbacks_failed = 0
+        self._known: set[str] = set()
+        """Hosts whose probation state was reported at least once."""
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # --- reading the history -----------------------------------------------------------
 
@@ -215,11 +232,21 @@ class ProbationGuard:
         profile = session.profile
         entries = await history.load(session, profile.service.unit)
         probation = probation_of(host, entries, profile.service.probation_s, self.clock())
+        before = self.probations.get(host)
         if probation is None:
             self.probations.pop(host, None)
         else:
             self.probations[host] = probation
+        if host not in self._known or _entry(before) != _entry(probation):
+            self._known.add(host)
+            self.on_event(ProbationState(host, probation))
         return probation
+
+    async def _refresh_quietly(self, host: str) -> None:
+        try:
+            await self.refresh(host)
+        except (HistoryError, RemoteError) as exc:
+            log.warning("%s: history unreadable: %s", host, exc)
 
     def state(self, host: str) -> Probation | None:
         probation = self.probations.get(host)
@@ -234,7 +261,14 @@ class ProbationGuard:
     # --- what the monitor says ---------------------------------------------------------
 
     def observe(self, event: object) -> None:
-        """A fleet event: a crash or a restart of a host not already being handled."""
+        """A fleet event: a crash or a restart of a host not already being handled; a
+        (re)connected host has its history read."""
+        if isinstance(event, HostStateChanged):
+            if event.state.state is ConnState.CONNECTED and event.host in self.sessions:
+                task = asyncio.create_task(self._refresh_quietly(event.host))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            return
         if isinstance(event, CrashDetected):
             host, invocation, line = event.host, event.invocation, event.line
             signature: str | None = event.signature
@@ -260,7 +294,7 @@ class ProbationGuard:
         return hosts
 
     async def stop(self) -> None:
-        for task in list(self._busy.values()):
+        for task in [*self._busy.values(), *self._tasks]:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
