@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 
 STAGE = "probation"
 EXCERPT_LINES = 40
+CONNECT_WAIT_S = 30.0
+"""A host whose connection dropped again right after connecting has its history read once it
+is back, for this long; later the next connection reads it."""
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,8 @@ class ProbationGuard:
         return probation
 
     async def _refresh_quietly(self, host: str) -> None:
+        if not await self.sessions[host].wait_connected(CONNECT_WAIT_S):
+            return  # the next connection reads it
         try:
             await self.refresh(host)
         except (HistoryError, RemoteError) as exc:
@@ -320,9 +325,13 @@ class ProbationGuard:
         )
         try:
             await self._act(probation, crash)
-        except (HistoryError, RemoteError) as exc:
+        except (HistoryError, RemoteError, ValueError) as exc:
             self.rollbacks_failed += 1
             self.on_event(ProbationDone(host, False, f"probation rollback stopped: {exc}"))
+        except Exception as exc:  # a bug must reach the operator, never vanish in a task
+            log.exception("%s: probation handling failed", host)
+            self.rollbacks_failed += 1
+            self.on_event(ProbationDone(host, False, f"probation rollback stopped: {exc!r}"))
 
     async def _act(self, probation: Probation, crash: ProbationCrash) -> None:
         host = probation.host
@@ -429,10 +438,10 @@ async def failing_journal(
     """The last lines of the run that died, read back by its invocation id."""
     if invocation is None:
         return []
-    command = remote.journal_read(unit, lines=lines, invocation=invocation)
     try:
+        command = remote.journal_read(unit, lines=lines, invocation=invocation)
         result = await session.run(command, timeout=30)
-    except RemoteError:
+    except (RemoteError, remote.UnsafeArgument):
         return []
     found: list[str] = []
     for text in result.stdout.splitlines():
