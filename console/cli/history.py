@@ -66,7 +66,9 @@ def describe(entry: HistoryEntry) -> str:
 
 def details(entry: HistoryEntry) -> list[str]:
     extra: list[str] = []
-    if entry.outcome in ("rolled_back", "failed", "abandoned") and entry.reason:
+    # A crash on probation the operator left alone keeps its entry kept, with the reason.
+    failed = entry.outcome in ("rolled_back", "failed", "abandoned") or entry.stage == "probation"
+    if failed and entry.reason:
         extra.append(entry.reason)
     if entry.exception_line:
         extra.append(f"last exception: {entry.exception_line}")

@@ -58,16 +58,6 @@ STATE_CHECK_S = 30.0
 """How often the probation windows are looked at (to say when one ended)."""
 
 
-def countdown_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 <= value <= 600:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be between 0 and 600 seconds")
-    return value
-
-
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     cmd = sub.add_parser(
         "watch",
@@ -81,7 +71,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     cmd.add_argument("--json", action="store_true", help="one JSON object per event")
     cmd.add_argument(
         "--countdown",
-        type=countdown_seconds,
+        type=set_.soak_seconds,
         metavar="S",
         help="seconds a probation rollback is announced first "
         "(default: the profile's service.rollback_countdown_s)",
