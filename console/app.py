@@ -795,6 +795,7 @@ class SpecopsApp(App[int]):
                 markup=False,
             )
             self.engine.call(self.fleet.refresh_status, host)
+            self.engine.call(self.probation.reread, host)  # a kept change starts a probation
             try:
                 recording = record_rollout(
                     session, plan, result, before_invocation=before, started=started, source=source

@@ -55,7 +55,8 @@ from console.tuning.probation import (
 )
 
 STATE_CHECK_S = 30.0
-"""How often the probation windows are looked at (to say when one ended)."""
+"""How often the probation windows are looked at (to say when one ended) and each host's
+history read again (a change another console kept)."""
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -139,7 +140,7 @@ class Watch:
                 flags=event.flags,
                 probation=probation is not None,
             )
-        elif isinstance(event, InvocationChanged):
+        elif isinstance(event, InvocationChanged) and self._live(event.host):
             self.emit(
                 "restart",
                 event.host,
@@ -156,7 +157,11 @@ class Watch:
         was_on = self._shown.get(host) is not None
         self._shown[host] = key
         if probation is None:
-            text = "probation over: crashes are alerts" if was_on else "not on probation"
+            text = (
+                "no longer on probation (window over, or a newer change): crashes are alerts"
+                if was_on
+                else "not on probation"
+            )
             self.emit("probation", host, f"{host}: {text}", on=False)
             return
         now = time.time()
@@ -171,6 +176,11 @@ class Watch:
             left_s=round(probation.left_s(now)),
             until=probation.until,
         )
+
+    def _live(self, host: str) -> bool:
+        """False while the host's follower replays the journal from before the watch."""
+        follower = self.fleet.followers.get(host)
+        return follower is None or not follower.replaying
 
     def _probation_event(self, event: ProbationEvent) -> None:
         host = event.host
@@ -266,6 +276,7 @@ class Watch:
             for host in self.fleet.profiles:
                 if self._shown.get(host) is not None and self.guard.state(host) is None:
                     self._say_probation(host, None)
+                self.guard.reread(host)  # a change kept by another console meanwhile
 
     async def run(self) -> int:
         self._catch_interrupts()

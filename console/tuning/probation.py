@@ -245,6 +245,15 @@ class ProbationGuard:
             self.on_event(ProbationState(host, probation))
         return probation
 
+    def reread(self, host: str) -> None:
+        """Read the host's history again soon (after a change of ours, on a timer); a
+        changed probation state is reported as a `ProbationState`."""
+        if host not in self.sessions or host in self._busy:
+            return  # a crash being handled reads the history itself
+        task = asyncio.create_task(self._refresh_quietly(host), name=f"probation-read:{host}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     async def _refresh_quietly(self, host: str) -> None:
         if not await self.sessions[host].wait_connected(CONNECT_WAIT_S):
             return  # the next connection reads it
@@ -269,10 +278,8 @@ class ProbationGuard:
         """A fleet event: a crash or a restart of a host not already being handled; a
         (re)connected host has its history read."""
         if isinstance(event, HostStateChanged):
-            if event.state.state is ConnState.CONNECTED and event.host in self.sessions:
-                task = asyncio.create_task(self._refresh_quietly(event.host))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+            if event.state.state is ConnState.CONNECTED:
+                self.reread(event.host)
             return
         if isinstance(event, CrashDetected):
             host, invocation, line = event.host, event.invocation, event.line
@@ -382,10 +389,10 @@ class ProbationGuard:
         ok = await self.run_rollback(session, plan)
         if not ok:
             self.rollbacks_failed += 1
-        with contextlib.suppress(HistoryError, RemoteError):
-            await self.refresh(host)  # a kept rollback starts a probation of its own
         detail = f"back on {where}" if ok else f"the rollback to {where} failed"
         self.on_event(ProbationDone(host, ok, detail))
+        with contextlib.suppress(HistoryError, RemoteError):
+            await self.refresh(host)  # a kept rollback starts a probation of its own
 
     async def _countdown(self, host: str, seconds: float) -> bool:
         """True when it ran out; False when the operator cancelled it."""

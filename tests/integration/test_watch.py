@@ -56,10 +56,9 @@ def service_lines(sim: ThreadedSimFleet, extra: str) -> None:
 class Watching:
     """`specops watch` in its own process: its stdout lines, read as they come."""
 
-    def __init__(self, sim: ThreadedSimFleet, *args: str) -> None:
-        self.stderr = sim.fleet.directory / "watch.err"
-        argv = [sys.executable, "-m", "console", "watch", "b300", *args]
-        argv += ["--profiles", str(sim.fleet.profiles_dir)]
+    def __init__(self, profiles: Path, host: str, *args: str) -> None:
+        self.stderr = profiles.parent / "watch.err"
+        argv = [sys.executable, "-m", "console", "watch", host, *args, "--profiles", str(profiles)]
         with self.stderr.open("w") as err:
             self.proc = subprocess.Popen(
                 argv, stdout=subprocess.PIPE, stderr=err, text=True, env=dict(os.environ)
@@ -126,7 +125,7 @@ def test_a_crash_on_probation_is_rolled_back_by_watch_started_later(
     sim: ThreadedSimFleet, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kept_change(sim, capsys)
-    watch = Watching(sim, "--countdown", "0.5")
+    watch = Watching(sim.fleet.profiles_dir, "b300", "--countdown", "0.5")
     try:
         watch.wait_for("b300: probation 30m left (history entry 1")
         crash = watch.wait_for("after a kept change (probation, history entry 1)")
@@ -162,7 +161,7 @@ def test_ctrl_c_during_the_countdown_leaves_the_host_alone(
     sim: ThreadedSimFleet, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kept_change(sim, capsys)
-    watch = Watching(sim, "--countdown", "60")
+    watch = Watching(sim.fleet.profiles_dir, "b300", "--countdown", "60")
     try:
         watch.wait_for("b300: probation 30m left")
         watch.wait_for("in 60s — Ctrl-C cancels")
@@ -198,7 +197,7 @@ def test_read_only_and_auto_rollback_off_only_alert(
     if profile_lines:
         service_lines(sim, profile_lines)
     kept_change(sim, capsys)
-    watch = Watching(sim, "--countdown", "0", *args)
+    watch = Watching(sim.fleet.profiles_dir, "b300", "--countdown", "0", *args)
     try:
         watch.wait_for("after a kept change (probation")
         watch.wait_for(says)
@@ -218,7 +217,7 @@ def test_a_crash_outside_probation_stays_an_alert(
 ) -> None:
     service_lines(sim, "probation_s = 2")
     kept_change(sim, capsys)
-    watch = Watching(sim, "--countdown", "0")
+    watch = Watching(sim.fleet.profiles_dir, "b300", "--countdown", "0")
     try:
         crash = watch.wait_for("CRASH cublas")
         assert "(on probation)" not in crash
