@@ -196,7 +196,7 @@ class SpecopsApp(App[int]):
             fleet.sessions,
             self._probation_rollback,
             self._probation_posted,
-            read_only="the console is read-only" if self.read_only else None,
+            read_only="read-only console" if self.read_only else None,
         )
         """Rolls back a crash during probation (console/tuning/probation.py), on the engine."""
 

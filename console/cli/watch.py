@@ -6,11 +6,11 @@ probation (console/tuning/probation.py) is announced with a countdown; when it r
 host goes back to its last good configuration through exactly `specops rollback`'s way
 (`run_plan`: diff, restart, health, smoke, soak; its own history entry, audit and ledger).
 
-Ctrl-C during a countdown cancels that rollback: the host is left alone (the crash is noted in
-its history) and watching goes on. Ctrl-C at any other time (or SIGTERM) ends the watch with
-exit 0. Exit 1 when a probation rollback failed during the watch, 3 when no host could be
-reached at the start, 2 for bad usage. Read-only (`--read-only`, settings, SPECOPS_READ_ONLY)
-means alerts only: nothing on a host is changed.
+Ctrl-C during a countdown cancels the rollbacks counting down: the host is left alone (the
+crash is noted in its history) and watching goes on. Ctrl-C at any other time (or SIGTERM)
+ends the watch with exit 0. Exit 1 when a probation rollback failed during the watch, 3 when
+no host could be reached at the start, 2 for bad usage. Read-only (`--read-only`, settings,
+SPECOPS_READ_ONLY) means alerts only: nothing on a host is changed.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class Watch:
             self.fleet.sessions,
             self._rollback,
             self._probation_event,
-            read_only=self.read_only,
+            read_only=None if self.read_only is None else f"read-only ({self.read_only})",
             countdown_s=args.countdown,
         )
         self.stopped = asyncio.Event()

@@ -211,7 +211,8 @@ class ProbationGuard:
         self.run_rollback = run_rollback
         self.on_event = on_event
         self.read_only = read_only
-        """Why this console is read-only (alerts only), or None."""
+        """Why this console is read-only, e.g. `read-only (--read-only)` (alerts only), or
+        None."""
         self.countdown_s = countdown_s
         """Overrides every profile's `service.rollback_countdown_s` (`watch --countdown`)."""
         self.clock = clock
@@ -324,8 +325,8 @@ class ProbationGuard:
         if probation is None or not probation.covers(at):
             return  # outside probation: the crash stays an alert
         key = (host, probation.entry.n)
-        if key in self._handled:
-            return
+        if key in self._handled or probation.entry.stage == STAGE:
+            return  # acted on already (by this console, or one that noted it in the history)
         self._handled.add(key)
         crash = ProbationCrash(
             host, probation.entry.n, invocation, at, at - probation.kept_at, signature, line
@@ -353,7 +354,7 @@ class ProbationGuard:
         )
         reason = None
         if self.read_only is not None:
-            reason = f"read-only ({self.read_only}): alert only"
+            reason = f"{self.read_only}: alert only"
         elif not service.auto_rollback:
             reason = "service.auto_rollback = false: not rolling back"
         countdown = service.rollback_countdown_s if self.countdown_s is None else self.countdown_s

@@ -221,6 +221,14 @@ async def test_cancelling_the_countdown_leaves_the_host_alone(profile: Profile) 
     kept = stored(h.session)[2]
     assert kept["outcome"] == "kept" and kept["stage"] == "probation"
     assert "cancelled" in str(kept["reason"])
+    # A console started later finds the same crash in the journal: the history says it was
+    # noted (and left alone by the operator), so it is not rolled back after all.
+    later = Harness(profile)
+    later.session.files = h.session.files
+    later.guard.observe(crash_at(KEPT_AT + FIVE_MINUTES))
+    await later.settle()
+    assert later.plans == []
+    assert not any(isinstance(e, ProbationAnnounced) for e in later.events)
 
 
 async def test_a_crash_31_minutes_after_kept_is_only_an_alert(profile: Profile) -> None:
@@ -233,7 +241,7 @@ async def test_a_crash_31_minutes_after_kept_is_only_an_alert(profile: Profile) 
 
 
 async def test_read_only_announces_and_writes_nothing(profile: Profile) -> None:
-    h = Harness(profile, read_only="--read-only")
+    h = Harness(profile, read_only="read-only (--read-only)")
     before = dict(h.session.files)
     h.guard.observe(crash_at(KEPT_AT + FIVE_MINUTES))
     await h.settle()
