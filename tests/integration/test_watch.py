@@ -230,3 +230,23 @@ def test_a_crash_outside_probation_stays_an_alert(
     assert "probation rollback" not in watch.output()
     assert "--max-running-requests 256" in sim.fleet.hosts["b300"].local(DROPIN).read_text()
     assert len(host_history(sim)) == 2
+
+
+def test_json_events_keep_stdout_to_json_lines(
+    sim: ThreadedSimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kept_change(sim, capsys)
+    watch = Watching(sim.fleet.profiles_dir, "b300", "--countdown", "0.2", "--json")
+    try:
+        watch.wait_for('"event": "probation_crash"')
+        watch.wait_for('"event": "probation_rollback"', timeout=90)
+        assert watch.interrupt() == 0, watch.output()
+    finally:
+        watch.stop()
+    records = [json.loads(line) for line in watch.lines]  # nothing but JSON on stdout
+    crash = next(r for r in records if r["event"] == "probation_crash")
+    assert crash["signature"] == "cublas" and crash["rollback"] is True and crash["entry"] == 1
+    done = next(r for r in records if r["event"] == "probation_rollback")
+    assert done["ok"] is True and "back on history entry 0" in done["detail"]
+    err = watch.stderr.read_text()
+    assert "b300: applied max_running 256 → 32; healthy" in err  # the rollout's own report
