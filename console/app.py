@@ -6,6 +6,8 @@ runs over real hosts, the demo's simulated fleet, and the tests' in-process host
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import gc
 import logging
 import os
@@ -63,10 +65,11 @@ from console.fleet import Fleet
 from console.profiles import FlagValue
 from console.settings import Settings, state_dir
 from console.state import load_last_good, write_atomic
-from console.transport.ssh import RemoteError
+from console.transport.ssh import HostSession, RemoteError
 from console.tuning.flag_history import flag_history
 from console.tuning.history_rows import read_host_history
 from console.tuning.plan import Plan, prepare
+from console.tuning.probation import ProbationEvent, ProbationGuard
 from console.tuning.rollback import prepare_rollback
 from console.tuning.rollout import Rollout, RolloutOptions
 from console.watch.journal import LineFilter
@@ -91,6 +94,7 @@ from widgets.messages import (
     SnapshotFinished,
     SnapshotProgressed,
 )
+from widgets.probation_banner import ProbationBanner, ProbationUpdated, probation_note
 from widgets.rollback_confirm import RollbackConfirmScreen, RollbackPlanner
 from widgets.rollout_view import (
     OUTCOME_SEVERITY,
@@ -164,6 +168,7 @@ class SpecopsApp(App[int]):
         Binding("w", "save_view", "Save view", id="save-view", show=False),
         Binding("t", "toggle_stats", "Stats", id="stats-toggle", show=False),
         Binding("question_mark", "help", "Help", id="help", key_display="?"),
+        Binding("x", "probation_cancel", "Cancel rollback", id="probation-cancel", show=False),
         *[
             Binding(str(i), f"select_index({i})", f"Host {i}", id=f"host-{i}", show=False)
             for i in range(1, 10)
@@ -201,6 +206,13 @@ class SpecopsApp(App[int]):
         self._input_until = 0.0
         self._input_key: object = None
         self._main_widgets: dict[tuple[type[Widget], str | None], Widget] = {}
+        self.probation = ProbationGuard(
+            fleet.sessions,
+            self._probation_rollback,
+            self._probation_posted,
+            read_only="read-only console" if self.read_only else None,
+        )
+        """Rolls back a crash during probation (console/tuning/probation.py), on the engine."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -213,6 +225,7 @@ class SpecopsApp(App[int]):
         yield PromptInput(placeholder="filter regex (empty: the profiles' patterns)", id="filter")
         yield PromptInput(placeholder="search the journal view", id="search")
         yield SnapshotPanel(id="snapshot")
+        yield ProbationBanner(id="probation")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -250,6 +263,7 @@ class SpecopsApp(App[int]):
 
     async def on_unmount(self) -> None:
         if self.engine.running:
+            await self.engine.run(self.probation.stop())
             await self.engine.run(self.fleet.stop())
             self.engine.stop()
         gc.unfreeze()
@@ -279,6 +293,7 @@ class SpecopsApp(App[int]):
 
     def _forward(self, event: Event) -> None:
         """Runs on the engine's thread: only thread-safe steps here."""
+        self.probation.observe(event)
         if isinstance(event, HostStateChanged):
             self.post_message(HostStateUpdated(event))
         elif isinstance(event, ServiceStatus):
@@ -758,7 +773,7 @@ class SpecopsApp(App[int]):
         screen = RolloutScreen(plan, kind=kind)
         self._rollout_screens[plan.host] = screen
         self.push_screen(screen)
-        self._start_rollout(plan, kind)
+        self._start_rollout(plan, kind=kind)
 
     # --- history and rollback (the same diff, confirm and rollout as a flag change) -------
 
@@ -811,8 +826,17 @@ class SpecopsApp(App[int]):
 
     # --- rollout -------------------------------------------------------------------------
 
-    def _start_rollout(self, plan: Plan, kind: str = "change") -> None:
-        """Run a flag change on the engine as an app worker: it outlives its screen."""
+    def _start_rollout(
+        self,
+        plan: Plan,
+        *,
+        kind: str = "change",
+        source: str = "tui",
+        done: concurrent.futures.Future[bool] | None = None,
+    ) -> None:
+        """Run a flag change on the engine as an app worker: it outlives its screen.
+
+        `done` (a probation rollback's) learns whether it ended healthy."""
         host = plan.host
 
         def event(event: RolloutEvent) -> None:  # on the engine's thread
@@ -820,8 +844,7 @@ class SpecopsApp(App[int]):
 
         async def run() -> None:
             session = self.fleet.sessions[host]
-            options = RolloutOptions(kind=kind)
-            rollout = Rollout(session, plan, on_event=event, options=options)
+            rollout = Rollout(session, plan, on_event=event, options=RolloutOptions(kind=kind))
             try:  # the run the change leaves, for the experiment ledger
                 before: str | None = await self.engine.run(current_invocation(session))
             except (RemoteError, OSError):
@@ -833,7 +856,11 @@ class SpecopsApp(App[int]):
                 log.exception("%s: rollout crashed", host)
                 self.notify(f"{host}: rollout stopped: {exc}", severity="error", markup=False)
                 self._audit_action(plan, f"stopped: {exc}", kind)
+                if done is not None:
+                    done.set_result(False)
                 return
+            if done is not None:
+                done.set_result(result.ok)
             self._audit_action(plan, result.summary(), kind)
             self.notify(
                 outcome_text(result),
@@ -843,9 +870,10 @@ class SpecopsApp(App[int]):
                 markup=False,
             )
             self.engine.call(self.fleet.refresh_status, host)
+            self.engine.call(self.probation.reread, host)  # a kept change starts a probation
             try:
                 recording = record_rollout(
-                    session, plan, result, before_invocation=before, started=started, source="tui"
+                    session, plan, result, before_invocation=before, started=started, source=source
                 )
                 await self.engine.run(recording)
             except NotOnHost as exc:
@@ -865,6 +893,36 @@ class SpecopsApp(App[int]):
             action = "rollback" if kind == "rollback" else "flags"
             entry = action_record(plan.host, action, plan.summary(), outcome, plan.dropin)
             self.fleet.on_action(entry)
+
+    # --- probation -----------------------------------------------------------------------
+
+    async def _probation_rollback(self, session: HostSession, plan: Plan) -> bool:
+        """On the engine: the probation rollback, shown and recorded like a flag change."""
+        done: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        self.call_from_thread(self._show_rollout, plan, done)
+        return await asyncio.wrap_future(done)
+
+    def _show_rollout(self, plan: Plan, done: concurrent.futures.Future[bool]) -> None:
+        screen = RolloutScreen(plan, kind="rollback")
+        self._rollout_screens[plan.host] = screen
+        self.push_screen(screen)
+        self._start_rollout(plan, kind="rollback", source="probation", done=done)
+
+    def _probation_posted(self, event: ProbationEvent) -> None:  # on the engine's thread
+        self.post_message(ProbationUpdated(event))
+
+    @on(ProbationUpdated)
+    def _probation_event(self, message: ProbationUpdated) -> None:
+        if banner := self.main(ProbationBanner):
+            banner.show(message.event)
+        note = probation_note(message.event)
+        if note is not None:
+            text, severity = note
+            self.notify(text, title="probation", severity=severity, markup=False)
+
+    def action_probation_cancel(self) -> None:
+        """`x`: cancel the probation rollbacks counting down (they leave the hosts alone)."""
+        self.engine.call(self.probation.cancel)
 
     @on(RolloutUpdated)
     def _rollout_event(self, message: RolloutUpdated) -> None:

@@ -80,6 +80,14 @@ class ServiceConfig(_Strict):
     soak_s: float = Field(default=60.0, ge=0, le=86400)
     """After the smoke test, how long the new invocation must stay up (same InvocationID,
     NRestarts unchanged, no crash line, /health 200) before the change counts as good."""
+    probation_s: float = Field(default=1800.0, ge=0, le=7 * 86400)
+    """After a change is kept, how long a crash or restart of the service still rolls it
+    back by itself (console/tuning/probation.py); 0: no probation."""
+    auto_rollback: Annotated[bool, Field(strict=True)] = True
+    """Roll back a crash during probation by itself (after a countdown the operator can
+    cancel); false: the alert says the host is on probation, and nothing is changed."""
+    rollback_countdown_s: float = Field(default=10.0, ge=0, le=600)
+    """How long a probation rollback is announced before it starts (the time to cancel it)."""
 
     @field_validator("unit")
     @classmethod

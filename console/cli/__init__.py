@@ -34,6 +34,7 @@ from console.cli import (
     tail,
     trust,
     verify,
+    watch,
 )
 from console.cli import set as set_
 from console.cli.common import EXIT_OK, EXIT_USAGE, UsageError, err, load_profiles
@@ -57,6 +58,7 @@ COMMANDS: dict[str, ModuleType] = {
     "audit": audit,
     "tail": tail,
     "metrics": metrics,
+    "watch": watch,
 }
 """Command name → its module (`add_parser`, `run`), in the order `--help` lists them."""
 

@@ -25,6 +25,8 @@ from console.cli.tui import run_tui
 from console.settings import STATE_DIR_ENV
 
 MAX_HOSTS = 256
+DEMO_CUBLAS_AFTER_S = 120.0
+"""How long the demo's `max_running=256` runs after ready before cuBLAS fails (late crash)."""
 """console/sim/fleet.py's MAX_HOSTS (the simulator is only imported when the demo runs)."""
 
 if TYPE_CHECKING:
@@ -112,7 +114,9 @@ def run_demo(args: argparse.Namespace) -> int:
 
     # The demo's budget > 8 with CUDA graphs dies a few decode batches after ready (the B300's
     # late crash), so trying it shows the soak catching what a start-up check would pass.
-    late = FailureTiming(graph_crash="batches")
+    # 200 clients: `max_running=256` runs more than 128 requests, passes its soak and dies in
+    # cuBLAS two minutes after ready, so it is kept and then caught by probation.
+    late = FailureTiming(graph_crash="batches", requests=200, cublas_after_s=DEMO_CUBLAS_AFTER_S)
     timing = Timing(load_s=args.load_delay, decode_interval_s=args.decode_interval, failures=late)
     versions = _versions(args)
     if args.serve:

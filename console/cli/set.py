@@ -239,9 +239,15 @@ async def _report_abandoned(session: HostSession, *, dry_run: bool) -> None:
 
 
 async def run_plan(
-    session: HostSession, plan: Plan, args: argparse.Namespace, *, kind: str = "change"
+    session: HostSession,
+    plan: Plan,
+    args: argparse.Namespace,
+    *,
+    kind: str = "change",
+    source: str = "cli",
 ) -> int:
-    """Diff, build check, confirm, then the rollout (also `specops rollback`'s way)."""
+    """Diff, build check, confirm, then the rollout (also `specops rollback`'s way, and
+    `specops watch`'s probation rollback: `source` names it in the ledger)."""
     profile = session.profile
     _print_diff(plan)
     _say(f"{profile.name}: {escape(plan.summary())}")
@@ -301,7 +307,7 @@ async def run_plan(
             printer.stop()
     _audit(plan, result.summary())
     _report(result, plan)
-    await _record(session, plan, before, started, result, kind)
+    await _record(session, plan, before, started, result, kind, source)
     if result.unreachable:
         return EXIT_UNREACHABLE
     return EXIT_OK if result.ok else EXIT_FAILED
@@ -314,6 +320,7 @@ async def _record(
     started: str,
     result: RolloutFinished,
     kind: str,
+    source: str,
 ) -> None:
     """The experiment into the host's ledger; a failure to record never changes the exit
     status."""
@@ -324,7 +331,7 @@ async def _record(
             result,
             before_invocation=before,
             started=started,
-            source="cli",
+            source=source,
             kind=kind,
         )
     except NotOnHost as exc:

@@ -10,7 +10,9 @@
 - `left_on.py`: which configuration a change that did not end left the host on;
 - `invocation.py`: watching one invocation of the unit in its journal;
 - `smoke.py`: the end-to-end completion check;
-- `flag_history.py`: per flag, its last good value and the values it crashed with.
+- `flag_history.py`: per flag, its last good value and the values it crashed with;
+- `probation.py`: a crash soon after a kept change, rolled back after a countdown (the front
+  end passes the function that runs and records the rollback).
 
 Who may import it: the CLI, the app and widgets (for the types they show). It imports
 `service`, `watch`, `state`, `events` and `transport`; never `evidence` or the fleet.

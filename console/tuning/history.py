@@ -73,6 +73,8 @@ class HistoryEntry:
     signature: str | None = None
     stage: str | None = None
     ready_to_crash_s: float | None = None
+    kept_to_crash_s: float | None = None
+    """A crash during probation (console/tuning/probation.py): seconds after it was kept."""
     accept_len: float | None = None
     soaked_s: float | None = None
     restarts: int | None = None

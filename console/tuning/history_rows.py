@@ -144,7 +144,9 @@ def run_text(entry: HistoryEntry) -> str:
 def detail_lines(entry: HistoryEntry) -> list[str]:
     """What went wrong (reason, last exception, NRestarts) or how a kept run went."""
     extra: list[str] = []
-    if entry.outcome in ("rolled_back", "failed", "abandoned") and entry.reason:
+    # A crash on probation the operator left alone keeps its entry kept, with the reason.
+    failed = entry.outcome in ("rolled_back", "failed", "abandoned") or entry.stage == "probation"
+    if failed and entry.reason:
         extra.append(entry.reason)
     if entry.exception_line:
         extra.append(f"last exception: {entry.exception_line}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from console.profiles import FlagValue
+from console.profiles import FlagValue, Profile
 from console.transport import remote
 from console.transport.ssh import HostSession
 from console.tuning import history
@@ -37,6 +37,13 @@ class RollbackPlan:
             return "back to the unit's own configuration (no specops drop-in)"
         target = self.target
         return f"back to history entry {target.n} ({target.outcome}, {target.who or '?'})"
+
+
+def entry_plan(profile: Profile, cat_text: str, target: HistoryEntry) -> Plan:
+    """Pure: the plan that puts history entry `target` back (no drop-in: the original)."""
+    if target.dropin is None:
+        return original_plan(profile, cat_text)
+    return make_plan(profile, cat_text, dict(target.values))
 
 
 def choose_target(
@@ -73,9 +80,7 @@ async def read_rollback(
         entries = [history.original_entry(profile, cat, dropin_path)]
     current = history.running_values(profile, cat)
     target = choose_target(profile.name, entries, current, to)
-    if target.dropin is None:
-        return RollbackPlan(original_plan(profile, cat), target)
-    return RollbackPlan(make_plan(profile, cat, dict(target.values)), target)
+    return RollbackPlan(entry_plan(profile, cat, target), target)
 
 
 async def prepare_rollback(

@@ -159,3 +159,22 @@ def test_an_int_flag_without_min_is_a_count_and_refuses_values_below_1() -> None
     assert validate_value("budget", count, "16") == 16
     offset = FlagSpec(arg="--some-offset", type="int", min=-1)  # the profile says otherwise
     assert validate_value("offset", offset, "-1") == -1
+
+
+def test_probation_defaults_and_bad_values_are_named(tmp_path: Path) -> None:
+    service = load_profile(write(tmp_path, MINIMAL)).service
+    assert (service.probation_s, service.auto_rollback, service.rollback_countdown_s) == (
+        1800,
+        True,
+        10,
+    )
+    for line, field, value in [
+        ("probation_s = -5", "service.probation_s", "-5"),
+        ('auto_rollback = "no"', "service.auto_rollback", "no"),
+        ("rollback_countdown_s = 9000", "service.rollback_countdown_s", "9000"),
+    ]:
+        path = write(tmp_path, MINIMAL.replace("[service]\n", f"[service]\n{line}\n"))
+        with pytest.raises(ProfileError) as err:
+            load_profile(path)
+        text = str(err.value)
+        assert str(path) in text and field in text and value in text, text

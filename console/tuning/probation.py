@@ -1,0 +1,452 @@
+"""Probation: a kept change that dies later is rolled back by itself, after a countdown.
+
+A change that survived its soak can still die minutes later (cuBLAS once more than 128
+requests run for a while, OOM when the KV cache fills, a watchdog after a stall). So after a
+change is kept (a rollout of `set`, the TUI's flag editor or a rollback ending "kept") the
+host is on probation for `service.probation_s`. A crash or a restart of its service in that
+window, seen by the fleet's monitor, is announced with a countdown of
+`service.rollback_countdown_s` the operator can cancel; then the crash goes into the history
+entry of the failed configuration (signature, stage "probation", last exception line,
+seconds since it was kept) and the host goes back to its last good configuration through
+the same verified rollout as `specops rollback` (diff, restart, health, smoke, soak).
+
+The probation is read from the host's own history (the kept-at time of its newest entry),
+never only from memory: a console started later knows a host is on probation, and a change
+another console is making (its entry "started") is never mistaken for a crash. The history
+is read again before anything is changed, so a host that moved on meanwhile is left alone.
+
+Outside probation a crash stays an alert. `service.auto_rollback = false` and a read-only
+console only announce that the host crashed on probation.
+
+No Textual and no ledger: the front end passes the function that runs the rollback
+(`specops watch` and the TUI each record it as an experiment).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from console.events import CrashDetected, HostStateChanged, InvocationChanged
+from console.transport import remote
+from console.transport.ssh import ConnState, HostSession, RemoteError
+from console.tuning import history
+from console.tuning.history import HistoryEntry, HistoryError
+from console.tuning.invocation import EXCEPTION_RE
+from console.tuning.plan import Plan, original_plan
+from console.tuning.rollback import entry_plan
+from console.watch.journal import decode_entry
+from console.watch.signatures import crash_signature
+
+log = logging.getLogger(__name__)
+
+STAGE = "probation"
+EXCERPT_LINES = 40
+CONNECT_WAIT_S = 30.0
+"""A host whose connection dropped again right after connecting has its history read once it
+is back, for this long; later the next connection reads it."""
+
+
+@dataclass(frozen=True)
+class Probation:
+    """A host on probation: the kept entry and its window (epoch seconds)."""
+
+    host: str
+    entry: HistoryEntry
+    kept_at: float
+    until: float
+
+    def left_s(self, now: float) -> float:
+        return max(0.0, self.until - now)
+
+    def covers(self, at: float) -> bool:
+        """Whether something that happened at `at` (journal time) is within the window."""
+        return self.kept_at <= at <= self.until
+
+    def label(self, now: float) -> str:
+        """`probation 27m left` (for tables and status lines)."""
+        left = self.left_s(now)
+        return f"probation {left / 60:.0f}m left" if left >= 60 else f"probation {left:.0f}s left"
+
+
+def probation_of(
+    host: str, entries: Sequence[HistoryEntry], probation_s: float, now: float
+) -> Probation | None:
+    """The host's probation, or None: its newest entry is a kept one less than `probation_s`
+    old. An entry still "started" (a change running) or a failed one ends it."""
+    if probation_s <= 0 or not entries:
+        return None
+    newest = max(entries, key=lambda e: e.n)
+    if newest.outcome != "kept" or newest.finished_at is None:
+        return None
+    until = newest.finished_at + probation_s
+    if now > until:
+        return None
+    return Probation(host, newest, newest.finished_at, until)
+
+
+def rollback_entry(entries: Sequence[HistoryEntry], failed: HistoryEntry) -> HistoryEntry | None:
+    """Where a probation rollback goes: the newest good entry before the failed one whose
+    values differ from it (None: only the unit's original is left)."""
+    return next(
+        (
+            e
+            for e in reversed(entries)
+            if e.good and e.n < failed.n and dict(e.values) != dict(failed.values)
+        ),
+        None,
+    )
+
+
+@dataclass(frozen=True)
+class ProbationCrash:
+    """What ended a run during probation, as the monitor saw it."""
+
+    host: str
+    entry: int
+    """The kept history entry whose configuration failed."""
+    invocation: str | None
+    """The run that died."""
+    at: float
+    since_kept_s: float
+    signature: str | None = None
+    line: str = ""
+    """The line that names the crash (or "the service restarted")."""
+
+
+# --- what the guard tells its front end ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProbationAnnounced:
+    """A crash during probation; a rollback follows in `countdown_s` unless `reason` says
+    why not (auto_rollback = false, read-only) or the operator cancels."""
+
+    host: str
+    crash: ProbationCrash
+    countdown_s: float
+    target: str
+    """Where it goes back to, in words (`history entry 3 (budget=8 …)`)."""
+    reason: str | None = None
+    """Why it will not roll back; None: it will."""
+
+
+@dataclass(frozen=True)
+class ProbationTick:
+    host: str
+    left_s: float
+
+
+@dataclass(frozen=True)
+class ProbationCancelled:
+    host: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class ProbationDone:
+    """The probation rollback ended (`ok`: healthy on the last good configuration) or was
+    skipped (`skipped` says why: the host moved on meanwhile, nothing to go back to)."""
+
+    host: str
+    ok: bool
+    detail: str
+    skipped: bool = False
+
+
+@dataclass(frozen=True)
+class ProbationState:
+    """What the host's history says now: on probation (since which entry) or not."""
+
+    host: str
+    probation: Probation | None
+
+
+ProbationEvent = (
+    ProbationAnnounced | ProbationTick | ProbationCancelled | ProbationDone | ProbationState
+)
+
+RollbackRunner = Callable[[HostSession, Plan], Awaitable[bool]]
+"""Runs the verified rollback of a plan (kind "rollback") and records it; True when healthy."""
+
+
+def _entry(probation: Probation | None) -> int | None:
+    return None if probation is None else probation.entry.n
+
+
+def _values(values: Mapping[str, object]) -> str:
+    return " ".join(f"{k}={v}" for k, v in values.items())
+
+
+class ProbationGuard:
+    """Watches the fleet's monitor events for crashes of hosts on probation, and acts.
+
+    Feed it every event (`observe`); it reads the hosts' history itself. One instance per
+    console, on the loop that owns the sessions.
+    """
+
+    def __init__(
+        self,
+        sessions: Mapping[str, HostSession],
+        run_rollback: RollbackRunner,
+        on_event: Callable[[ProbationEvent], None],
+        *,
+        read_only: str | None = None,
+        countdown_s: float | None = None,
+        clock: Callable[[], float] = time.time,
+        tick_s: float = 1.0,
+    ) -> None:
+        self.sessions = sessions
+        self.run_rollback = run_rollback
+        self.on_event = on_event
+        self.read_only = read_only
+        """Why this console is read-only, e.g. `read-only (--read-only)` (alerts only), or
+        None."""
+        self.countdown_s = countdown_s
+        """Overrides every profile's `service.rollback_countdown_s` (`watch --countdown`)."""
+        self.clock = clock
+        self.tick_s = tick_s
+        self.probations: dict[str, Probation] = {}
+        """The hosts known to be on probation (as of their last history read)."""
+        self._handled: set[tuple[str, int]] = set()
+        """(host, entry) whose crash was acted on: a crash loop is one probation failure."""
+        self._busy: dict[str, asyncio.Task[None]] = {}
+        self._cancel: dict[str, asyncio.Event] = {}
+        self.rollbacks_failed = 0
+        self._known: set[str] = set()
+        """Hosts whose probation state was reported at least once."""
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # --- reading the history -----------------------------------------------------------
+
+    async def refresh(self, host: str) -> Probation | None:
+        """Read the host's history again: is it on probation now?"""
+        session = self.sessions[host]
+        profile = session.profile
+        entries = await history.load(session, profile.service.unit)
+        probation = probation_of(host, entries, profile.service.probation_s, self.clock())
+        before = self.probations.get(host)
+        if probation is None:
+            self.probations.pop(host, None)
+        else:
+            self.probations[host] = probation
+        if host not in self._known or _entry(before) != _entry(probation):
+            self._known.add(host)
+            self.on_event(ProbationState(host, probation))
+        return probation
+
+    def reread(self, host: str) -> None:
+        """Read the host's history again soon (after a change of ours, on a timer); a
+        changed probation state is reported as a `ProbationState`."""
+        if host not in self.sessions or host in self._busy:
+            return  # a crash being handled reads the history itself
+        task = asyncio.create_task(self._refresh_quietly(host), name=f"probation-read:{host}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _refresh_quietly(self, host: str) -> None:
+        if not await self.sessions[host].wait_connected(CONNECT_WAIT_S):
+            return  # the next connection reads it
+        try:
+            await self.refresh(host)
+        except (HistoryError, RemoteError) as exc:
+            log.warning("%s: history unreadable: %s", host, exc)
+
+    def state(self, host: str) -> Probation | None:
+        probation = self.probations.get(host)
+        if probation is not None and self.clock() > probation.until:
+            return None
+        return probation
+
+    def counting_down(self, host: str | None = None) -> list[str]:
+        """Hosts whose rollback countdown runs (the ones `cancel` would stop)."""
+        return [h for h in self._cancel if host is None or h == host]
+
+    # --- what the monitor says ---------------------------------------------------------
+
+    def observe(self, event: object) -> None:
+        """A fleet event: a crash or a restart of a host not already being handled; a
+        (re)connected host has its history read."""
+        if isinstance(event, HostStateChanged):
+            if event.state.state is ConnState.CONNECTED:
+                self.reread(event.host)
+            return
+        if isinstance(event, CrashDetected):
+            host, invocation, line = event.host, event.invocation, event.line
+            signature: str | None = event.signature
+        elif isinstance(event, InvocationChanged):
+            host, invocation, signature = event.host, event.previous, None
+            line = "the service restarted (a new invocation began)"
+        else:
+            return
+        if host not in self.sessions or host in self._busy:
+            return
+        task = asyncio.create_task(
+            self._handle(host, invocation, event.timestamp, signature, line),
+            name=f"probation:{host}",
+        )
+        self._busy[host] = task
+        task.add_done_callback(lambda _: self._busy.pop(host, None))
+
+    def cancel(self, host: str | None = None) -> list[str]:
+        """Stop the countdown of `host` (None: every one); the hosts cancelled."""
+        hosts = self.counting_down(host)
+        for name in hosts:
+            self._cancel[name].set()
+        return hosts
+
+    async def stop(self) -> None:
+        for task in [*self._busy.values(), *self._tasks]:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    # --- acting ------------------------------------------------------------------------
+
+    async def _handle(
+        self, host: str, invocation: str | None, at: float, signature: str | None, line: str
+    ) -> None:
+        try:
+            probation = await self.refresh(host)
+        except (HistoryError, RemoteError) as exc:
+            log.warning("%s: history unreadable, crash left as an alert: %s", host, exc)
+            return
+        if probation is None or not probation.covers(at):
+            return  # outside probation: the crash stays an alert
+        key = (host, probation.entry.n)
+        if key in self._handled or probation.entry.stage == STAGE:
+            return  # acted on already (by this console, or one that noted it in the history)
+        self._handled.add(key)
+        crash = ProbationCrash(
+            host, probation.entry.n, invocation, at, at - probation.kept_at, signature, line
+        )
+        try:
+            await self._act(probation, crash)
+        except (HistoryError, RemoteError, ValueError) as exc:
+            self.rollbacks_failed += 1
+            self.on_event(ProbationDone(host, False, f"probation rollback stopped: {exc}"))
+        except Exception as exc:  # a bug must reach the operator, never vanish in a task
+            log.exception("%s: probation handling failed", host)
+            self.rollbacks_failed += 1
+            self.on_event(ProbationDone(host, False, f"probation rollback stopped: {exc!r}"))
+
+    async def _act(self, probation: Probation, crash: ProbationCrash) -> None:
+        host = probation.host
+        session = self.sessions[host]
+        service = session.profile.service
+        entries = await history.load(session, service.unit)
+        target = rollback_entry(entries, probation.entry)
+        where = (
+            f"history entry {target.n} ({_values(target.values)})"
+            if target is not None
+            else "the unit's original configuration"
+        )
+        reason = None
+        if self.read_only is not None:
+            reason = f"{self.read_only}: alert only"
+        elif not service.auto_rollback:
+            reason = "service.auto_rollback = false: not rolling back"
+        countdown = service.rollback_countdown_s if self.countdown_s is None else self.countdown_s
+        self.on_event(ProbationAnnounced(host, crash, countdown, where, reason))
+        if self.read_only is not None:
+            return  # not even the history: a read-only console changes nothing on a host
+        if reason is not None:
+            await self._record(session, crash, rolled_back=False, note=reason)
+            return
+        if not await self._countdown(host, countdown):
+            note = "the operator cancelled the probation rollback; the host was left on it"
+            await self._record(session, crash, rolled_back=False, note=note)
+            self.on_event(ProbationCancelled(host, f"{host}: rollback cancelled; left alone"))
+            return
+        # The host may have moved on during the countdown (another console's change).
+        current = await self.refresh(host)
+        if current is None or current.entry.n != probation.entry.n:
+            self.on_event(
+                ProbationDone(host, True, "the host's history moved on: left alone", skipped=True)
+            )
+            return
+        await self._record(session, crash, rolled_back=True, note=f"rolled back to {where}")
+        cat = (await session.run(remote.systemctl_cat(service.unit), timeout=30)).stdout
+        if target is None:
+            plan = original_plan(session.profile, cat)
+        else:
+            plan = entry_plan(session.profile, cat, target)
+        if not plan.changed:
+            self.on_event(
+                ProbationDone(host, True, f"already on {where}: nothing to do", skipped=True)
+            )
+            return
+        ok = await self.run_rollback(session, plan)
+        if not ok:
+            self.rollbacks_failed += 1
+        detail = f"back on {where}" if ok else f"the rollback to {where} failed"
+        self.on_event(ProbationDone(host, ok, detail))
+        with contextlib.suppress(HistoryError, RemoteError):
+            await self.refresh(host)  # a kept rollback starts a probation of its own
+
+    async def _countdown(self, host: str, seconds: float) -> bool:
+        """True when it ran out; False when the operator cancelled it."""
+        cancelled = self._cancel[host] = asyncio.Event()
+        try:
+            deadline = time.monotonic() + seconds
+            while (left := deadline - time.monotonic()) > 0:
+                self.on_event(ProbationTick(host, left))
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(self.tick_s, left)):
+                        await cancelled.wait()
+                if cancelled.is_set():
+                    return False
+            return not cancelled.is_set()
+        finally:
+            self._cancel.pop(host, None)
+
+    async def _record(
+        self, session: HostSession, crash: ProbationCrash, *, rolled_back: bool, note: str
+    ) -> None:
+        """The crash into the history entry of the configuration that failed."""
+        unit = session.profile.service.unit
+        excerpt = await failing_journal(session, unit, crash.invocation)
+        signature = crash.signature
+        for line in excerpt:
+            signature = signature or crash_signature(line)
+        exception = next((ln.strip() for ln in reversed(excerpt) if EXCEPTION_RE.match(ln)), None)
+        entries = await history.load(session, unit)
+        for i, entry in enumerate(entries):
+            if entry.n != crash.entry:
+                continue
+            what = signature or "a restart"
+            entries[i] = replace(
+                entry,
+                outcome="rolled_back" if rolled_back else entry.outcome,
+                reason=f"{what} {crash.since_kept_s:.0f}s after it was kept [{STAGE}]; {note}",
+                signature=signature,
+                stage=STAGE,
+                kept_to_crash_s=round(crash.since_kept_s, 1),
+                exception_line=exception,
+                excerpt=tuple(excerpt[-history.EXCERPT_KEPT :]),
+            )
+            await history.save(session, unit, entries)
+            return
+
+
+async def failing_journal(
+    session: HostSession, unit: str, invocation: str | None, lines: int = EXCERPT_LINES
+) -> list[str]:
+    """The last lines of the run that died, read back by its invocation id."""
+    if invocation is None:
+        return []
+    try:
+        command = remote.journal_read(unit, lines=lines, invocation=invocation)
+        result = await session.run(command, timeout=30)
+    except (RemoteError, remote.UnsafeArgument):
+        return []
+    found: list[str] = []
+    for text in result.stdout.splitlines():
+        entry = decode_entry("", text)
+        if entry is not None:
+            found.append(entry.message)
+    return found

@@ -1,0 +1,255 @@
+"""Probation's window and decisions, on an injected clock: a crash 5 minutes after a kept
+change is on probation (rolled back, or left alone when cancelled); 31 minutes after, it is
+an alert only; a read-only console changes nothing on the host."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from console.events import CrashDetected, InvocationChanged
+from console.profiles import Profile, load_profile
+from console.sim.fleet import render_profile
+from console.transport import remote
+from console.transport.ssh import Result
+from console.tuning.history import HistoryEntry, history_path
+from console.tuning.plan import Plan
+from console.tuning.probation import (
+    Probation,
+    ProbationAnnounced,
+    ProbationCancelled,
+    ProbationDone,
+    ProbationEvent,
+    ProbationGuard,
+    probation_of,
+    rollback_entry,
+)
+
+UNIT = "sglang-k26-ddtree.service"
+KEPT_AT = 1_800_000_000.0
+FIVE_MINUTES = 300.0
+
+
+def entry(n: int, outcome: str, running: int, kind: str = "change") -> HistoryEntry:
+    return HistoryEntry(
+        n=n,
+        kind=kind,
+        outcome=outcome,
+        values={"max_running": running},
+        argv=["python3", "-m", "sglang.launch_server", "--max-running-requests", str(running)],
+        environment={},
+        dropin=None if kind == "original" else f"max running {running}",
+        started_at=KEPT_AT - 60 * n,
+        finished_at=KEPT_AT if n == 2 else KEPT_AT - 600,
+        invocation_id=f"{n:032x}",
+    )
+
+
+HISTORY = [entry(0, "original", 32, "original"), entry(1, "kept", 64), entry(2, "kept", 256)]
+
+
+def test_five_minutes_after_a_kept_change_the_host_is_on_probation() -> None:
+    probation = probation_of("b300", HISTORY, 1800, KEPT_AT + FIVE_MINUTES)
+    assert probation is not None and probation.entry.n == 2
+    assert probation.covers(KEPT_AT + FIVE_MINUTES)
+    assert probation.label(KEPT_AT + FIVE_MINUTES) == "probation 25m left"
+    assert probation.label(KEPT_AT + 1790) == "probation 10s left"
+    assert not probation.covers(KEPT_AT - 1)  # the change's own restart came before
+
+
+@pytest.mark.parametrize(
+    ("history", "probation_s", "now"),
+    [
+        (HISTORY, 1800, KEPT_AT + 1801),  # the window is over
+        (HISTORY, 0, KEPT_AT + 1),  # probation off
+        ([*HISTORY, entry(3, "started", 512)], 1800, KEPT_AT + 1),  # a change is running
+        ([*HISTORY, entry(3, "rolled_back", 512)], 1800, KEPT_AT + 1),  # a newer change failed
+        ([], 1800, KEPT_AT),
+    ],
+)
+def test_no_probation(history: list[HistoryEntry], probation_s: float, now: float) -> None:
+    assert probation_of("b300", history, probation_s, now) is None
+
+
+def test_the_rollback_goes_to_the_newest_good_entry_before_the_failed_one() -> None:
+    assert rollback_entry(HISTORY, HISTORY[2]) == HISTORY[1]
+    assert rollback_entry(HISTORY[:2], HISTORY[1]) == HISTORY[0]
+
+
+# --- the guard, against a host that keeps its files in a dict --------------------------
+
+
+CAT = f"""# /etc/systemd/system/{UNIT}
+[Service]
+ExecStart=/usr/bin/python3 -m sglang.launch_server --port 30001 --max-running-requests 32
+
+# /etc/systemd/system/{UNIT}.d/zz-specops.conf
+[Service]
+ExecStart=
+ExecStart=/usr/bin/python3 -m sglang.launch_server --port 30001 --max-running-requests 256
+"""
+CRASH_LINES = [
+    "Scheduler hit an exception: Traceback (most recent call last):",
+    "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx(...)`",
+]
+
+
+@dataclass
+class FakeSession:
+    """What the guard asks of a session: run(), answered from `files`."""
+
+    profile: Profile
+    files: dict[str, str] = field(default_factory=dict)
+    name: str = "b300"
+
+    async def run(self, command: remote.Command, timeout: float = 30.0) -> Result:
+        argv = command.argv
+        stdout = ""
+        if argv[0] == "sh":  # read_if_exists
+            stdout = self.files.get(argv[-1], "")
+        elif argv[0] == "tee":
+            self.files[argv[-1]] = command.stdin or ""
+        elif argv[0] == "mv":
+            self.files[argv[-1]] = self.files.pop(argv[-2])
+        elif argv[0] == "journalctl":
+            stdout = "".join(
+                json.dumps({"MESSAGE": m, "__CURSOR": "c"}) + "\n" for m in CRASH_LINES
+            )
+        elif argv[:2] == ("systemctl", "cat"):
+            stdout = CAT
+        return Result(" ".join(argv), 0, stdout, "", 0.0)
+
+    async def wait_connected(self, timeout: float | None = None) -> bool:
+        return True
+
+
+@pytest.fixture
+def profile(tmp_path: Path) -> Profile:
+    path = tmp_path / "b300.toml"
+    text = render_profile(
+        name="b300",
+        port=22,
+        key=tmp_path / "key",
+        known_hosts=tmp_path / "known_hosts",
+        ssh_config=tmp_path / "ssh_config",
+        keepalive=5,
+        ready_timeout=30,
+        package=tmp_path / "package",
+    )
+    path.write_text(text.replace("soak_s = 60\n", "soak_s = 60\ncheck_flags = false\n"))
+    return load_profile(path)
+
+
+def stored(session: FakeSession) -> list[dict[str, object]]:
+    entries: list[dict[str, object]] = json.loads(session.files[history_path(UNIT)])["entries"]
+    return entries
+
+
+def crash_at(at: float) -> CrashDetected:
+    return CrashDetected(
+        "b300", f"{2:032x}", "cublas", CRASH_LINES[0], CRASH_LINES[1], None, at, "c"
+    )
+
+
+class Harness:
+    def __init__(self, profile: Profile, *, read_only: str | None = None) -> None:
+        self.session = FakeSession(profile)
+        text = json.dumps({"version": 1, "entries": [e.record() for e in HISTORY]})
+        self.session.files[history_path(UNIT)] = text
+        self.events: list[ProbationEvent] = []
+        self.plans: list[Plan] = []
+        self.now = KEPT_AT + FIVE_MINUTES
+        self.guard = ProbationGuard(
+            {"b300": self.session},  # type: ignore[dict-item]
+            self.rollback,
+            self.events.append,
+            read_only=read_only,
+            countdown_s=0.05,
+            clock=lambda: self.now,
+            tick_s=0.01,
+        )
+
+    async def rollback(self, session: object, plan: Plan) -> bool:
+        self.plans.append(plan)
+        return True
+
+    async def settle(self) -> None:
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if not self.guard._busy:
+                return
+        raise AssertionError("the guard never finished")
+
+
+async def test_a_crash_five_minutes_after_kept_is_rolled_back(profile: Profile) -> None:
+    h = Harness(profile)
+    h.guard.observe(crash_at(KEPT_AT + FIVE_MINUTES))
+    await h.settle()
+    announced = next(e for e in h.events if isinstance(e, ProbationAnnounced))
+    assert announced.reason is None and announced.crash.since_kept_s == FIVE_MINUTES
+    assert announced.target.startswith("history entry 1 (max_running=64")
+    (plan,) = h.plans
+    assert plan.new_values["max_running"] == 64
+    done = [e for e in h.events if isinstance(e, ProbationDone)]
+    assert done and done[-1].ok and "back on history entry 1" in done[-1].detail
+    failed = stored(h.session)[2]
+    assert failed["outcome"] == "rolled_back" and failed["stage"] == "probation"
+    assert failed["kept_to_crash_s"] == FIVE_MINUTES and failed["signature"] == "cublas"
+    assert "CUBLAS_STATUS_EXECUTION_FAILED" in str(failed["exception_line"])
+    # A crash loop is one probation failure: the next restart does nothing more.
+    h.guard.observe(InvocationChanged("b300", f"{3:032x}", f"{2:032x}", KEPT_AT + FIVE_MINUTES + 2))
+    await h.settle()
+    assert len(h.plans) == 1
+
+
+async def test_cancelling_the_countdown_leaves_the_host_alone(profile: Profile) -> None:
+    h = Harness(profile)
+    h.guard.countdown_s = 30
+    h.guard.observe(crash_at(KEPT_AT + FIVE_MINUTES))
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if h.guard.counting_down():
+            break
+    assert h.guard.cancel() == ["b300"]
+    await h.settle()
+    assert h.plans == []
+    assert any(isinstance(e, ProbationCancelled) for e in h.events)
+    kept = stored(h.session)[2]
+    assert kept["outcome"] == "kept" and kept["stage"] == "probation"
+    assert "cancelled" in str(kept["reason"])
+    # A console started later finds the same crash in the journal: the history says it was
+    # noted (and left alone by the operator), so it is not rolled back after all.
+    later = Harness(profile)
+    later.session.files = h.session.files
+    later.guard.observe(crash_at(KEPT_AT + FIVE_MINUTES))
+    await later.settle()
+    assert later.plans == []
+    assert not any(isinstance(e, ProbationAnnounced) for e in later.events)
+
+
+async def test_a_crash_31_minutes_after_kept_is_only_an_alert(profile: Profile) -> None:
+    h = Harness(profile)
+    h.now = KEPT_AT + 31 * 60
+    h.guard.observe(crash_at(KEPT_AT + 31 * 60))
+    await h.settle()
+    assert h.plans == [] and not any(isinstance(e, ProbationAnnounced) for e in h.events)
+    assert h.guard.state("b300") is None
+
+
+async def test_read_only_announces_and_writes_nothing(profile: Profile) -> None:
+    h = Harness(profile, read_only="read-only (--read-only)")
+    before = dict(h.session.files)
+    h.guard.observe(crash_at(KEPT_AT + FIVE_MINUTES))
+    await h.settle()
+    announced = next(e for e in h.events if isinstance(e, ProbationAnnounced))
+    assert announced.reason == "read-only (--read-only): alert only"
+    assert h.plans == [] and h.session.files == before
+
+
+def test_probation_is_a_plain_value() -> None:
+    p = Probation("b300", HISTORY[2], KEPT_AT, KEPT_AT + 1800)
+    assert p.left_s(KEPT_AT + 1900) == 0.0
