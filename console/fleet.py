@@ -24,7 +24,15 @@ from console.events import (
 )
 from console.profiles import Profile
 from console.service.status import read_status
-from console.transport.ssh import CommandRecord, ConnState, HostSession, HostState, RemoteError
+from console.settings import CONNECT_BUDGET
+from console.transport.ssh import (
+    CommandRecord,
+    ConnectBudget,
+    ConnState,
+    HostSession,
+    HostState,
+    RemoteError,
+)
 from console.watch.health import probe_health
 from console.watch.journal import JournalFollower
 from console.watch.monitor import HostMonitor
@@ -52,8 +60,11 @@ class Fleet:
         on_action: Callable[[ActionRecord], None] | None = None,
         server_metrics_s: float = 0.0,
         prometheus_url: str | None = None,
+        connect_budget: int = CONNECT_BUDGET,
     ) -> None:
         self.profiles = {p.name: p for p in profiles}
+        self.connect_budget = ConnectBudget(connect_budget)
+        """Shared by every session: at most this many connection attempts at once."""
         self.server_metrics_s = server_metrics_s
         """Seconds between reads of each server's /metrics (0: off); with `prometheus_url`,
         between rounds of Prometheus queries for the whole fleet instead."""
@@ -70,7 +81,9 @@ class Fleet:
         """Hosts whose health is polled (the app: the rows on screen); None polls all."""
         self._listeners: list[Listener] = []
         self.sessions: dict[str, HostSession] = {
-            name: HostSession(p, on_state=self._state_changed, on_command=on_command)
+            name: HostSession(
+                p, on_state=self._state_changed, on_command=on_command, budget=self.connect_budget
+            )
             for name, p in self.profiles.items()
         }
         self.status: dict[str, ServiceStatus] = {}
@@ -113,7 +126,10 @@ class Fleet:
         self.emit(HostStateChanged(state))
 
     def start(self) -> None:
-        """Start connecting to every host at once; returns immediately."""
+        """Start every host's session and tasks; returns immediately.
+
+        The sessions take their turns under the connect budget in profile order (the order
+        of the fleet table's first rows); a host's tasks wait for its connection."""
         for name, session in self.sessions.items():
             self._dirty[name] = asyncio.Event()
             session.start()
