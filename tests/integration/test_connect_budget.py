@@ -13,7 +13,6 @@ from console.fleet import Fleet
 from console.profiles import load_fleet
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
-from console.transport import ssh
 from console.transport.ssh import ConnectBudget, ConnState
 
 HOSTS = 40
@@ -39,7 +38,7 @@ async def test_forty_hosts_under_a_budget_of_four(
         finally:
             in_flight -= 1
 
-    monkeypatch.setattr(ssh.asyncssh, "connect", counted)
+    monkeypatch.setattr(asyncssh, "connect", counted)  # as console.transport.ssh calls it
     fleet = Fleet(load_fleet(sim.profiles_dir), connect_budget=BUDGET, history=0, health_s=0)
     try:
         fleet.start()
