@@ -154,7 +154,7 @@ async def test_filter_by_name_state_and_group(sim: SimFleet, tmp_path: Path) -> 
     app = grouped_app(sim, tmp_path)
     notes: list[str] = []
     async with app.run_test(size=(160, 48)) as pilot:
-        app.notify = lambda message, **kw: notes.append(str(message))  # type: ignore[method-assign,assignment]
+        app.notify = lambda message, **kw: notes.append(str(message))  # type: ignore[method-assign]
         table = app.query_one(HostTable)
         prompt = app.query_one("#fleet-filter", PromptInput)
         await until(pilot, lambda: all_up(table))
