@@ -38,6 +38,21 @@ NO_GROUP = ""
 STATE_WORD = {ConnState.HOST_KEY_REFUSED: "refused"}
 """A connection state's word in the filter (the others are their own value)."""
 
+CONNECTION_RANK = {
+    state: rank
+    for rank, state in enumerate(
+        (
+            ConnState.HOST_KEY_REFUSED,
+            ConnState.UNREACHABLE,
+            ConnState.RECONNECTING,
+            ConnState.CONNECTING,
+            ConnState.CLOSED,
+            ConnState.CONNECTED,
+        )
+    )
+}
+"""Sorted by `connection`, the hosts in trouble come first."""
+
 
 @dataclass
 class HostRow:
@@ -120,7 +135,7 @@ def sort_value(row: HostRow, column: str) -> object:
     if column == "host":
         return row.name
     if column == "connection":
-        return list(ConnState).index(row.state.state) if row.state is not None else 0
+        return CONNECTION_RANK[row.state.state if row.state is not None else ConnState.CONNECTING]
     if column == "health":
         return row.health
     if column == "unit":
