@@ -7,7 +7,8 @@ raw OpenSSH client over the same hosts in the same run.
 Measured in this process (the app and its engine thread; the simulated hosts run in their own
 process, `specops demo --serve`), with the hosts spread over `--groups` inventory groups:
 the first painted frame with every host's row; the time until every row says `connected`
-(at most `--budget` connection attempts in flight) and the most attempts seen in flight;
+(at most `--budget` connection attempts in flight), the most attempts seen in flight, and
+the time until every row also shows its unit's state (all hosts shown);
 CPU (user+system, share of one core) and RSS while the fleet is quiet, in profile order and
 again grouped and sorted by tok/s (the order is then recomputed every second); then, while
 `--stream` hosts each log `--rate` decode lines a second, keypress → repaint p50 / p99 for
@@ -123,6 +124,13 @@ async def measure(
         row["all_connected_s"] = time.monotonic() - t0
         row["connected"] = connected()
         row["connect_peak"] = fleet.connect_budget.peak
+
+        def shown() -> int:  # connected, and the unit's state in its row
+            return sum(1 for r in table.rows_by_name.values() if r.connected and r.status)
+
+        while shown() < hosts and time.monotonic() - t0 < 300:
+            await pilot.pause(0.1)
+        row["all_status_s"] = time.monotonic() - t0
         await pilot.pause(5.0)  # first status reads and journal catch-up settle
         cpu0, w0 = time.process_time(), time.monotonic()
         await pilot.pause(args.idle)
@@ -223,6 +231,7 @@ COLUMNS = [
     "all_connected_s",
     "connected",
     "connect_peak",
+    "all_status_s",
     "idle_cpu_pct",
     "arranged_idle_cpu_pct",
     "rss_mb",
