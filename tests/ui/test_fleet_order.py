@@ -14,6 +14,7 @@ from console.fleet import Fleet
 from console.inventory import load_inventory_fleet
 from console.sim.fleet import SimFleet
 from tests.ui.support import simulated_fleet, until
+from widgets.commands import palette_commands
 from widgets.host_table import HostTable
 from widgets.journal_view import JournalView, PromptInput
 
@@ -188,3 +189,11 @@ async def test_filter_by_name_state_and_group(sim: SimFleet, tmp_path: Path) -> 
         await apply(" ")
         assert table.names == app.host_names
         assert body(table)[0][1] == "host" and body(table)[0][2] == "connection"
+
+
+def test_the_palette_names_every_fleet_table_action() -> None:
+    commands = {c.title: c.action for c in palette_commands(SpecopsApp.BINDINGS, [])}  # type: ignore[arg-type]
+    assert commands["hosts: group by inventory group / one list"] == "group_hosts"
+    assert commands["hosts: sort by the next column"] == "sort_hosts"
+    assert commands["hosts: reverse the sort"] == "reverse_hosts"
+    assert commands["hosts: filter by name, state or group"] == "filter_hosts"
