@@ -153,6 +153,8 @@ class HostTable(ScrollView, can_focus=True):
         self._summaries: dict[str, GroupSummary] = {}
         self._dirty_groups: set[str] = set()
         """Groups whose aggregate is counted again when their line is next drawn."""
+        self._stale_cells: set[str] = set()
+        """Hosts off screen whose row changed: their cells are built when next drawn."""
         self.host_filter = NO_FILTER
         self.sort_column = "#"
         self.sort_reverse = False
@@ -379,23 +381,32 @@ class HostTable(ScrollView, can_focus=True):
             self._resize()
 
     def refresh_host(self, name: str) -> None:
-        wider = self._set_cells(name)
         group = self.rows_by_name[name].group
         if group in self._members:  # counted when drawn: only groups on screen cost anything
             self._dirty_groups.add(group)
             self._refresh_line(GroupLine(group))
-        if wider:
+        if self.is_mounted and self._screen_y(name) is None:
+            # Its cells are built when it is next drawn: with 200 hosts, every row's age
+            # changes every second, and building 190 rows nobody sees was most of that.
+            self._stale_cells.add(name)
+            return
+        if self._set_cells(name):
             self._resize()  # a column widened: every row is drawn again
             return
         self._refresh_line(name)
 
-    def _refresh_line(self, line: Line) -> None:
-        """Repaint one line, if it is shown and on screen (screen line 0 is the header)."""
+    def _screen_y(self, line: Line) -> int | None:
+        """Where `line` is drawn (screen line 0 is the header); None when not on screen."""
         at = self._line_of.get(line)
         if at is None:
-            return
+            return None
         y = at + 1 - self.scroll_offset.y
-        if 1 <= y < self.size.height:
+        return y if 1 <= y < self.size.height else None
+
+    def _refresh_line(self, line: Line) -> None:
+        """Repaint one line, if it is shown and on screen."""
+        y = self._screen_y(line)
+        if y is not None:
             self.refresh_line(y)
 
     def set_state(self, state: HostState) -> None:
@@ -569,6 +580,10 @@ class HostTable(ScrollView, can_focus=True):
             base = self.get_component_rich_style("host-table--even-row")
         else:
             base = self.rich_style
+        if isinstance(line, str) and line in self._stale_cells:
+            self._stale_cells.discard(line)
+            if self._set_cells(line):
+                self.call_after_refresh(self._resize)  # the row widened a column
         key = (self._versions.get(line, 0), base)
         cached = self._strips.get(line)
         if cached is not None and cached[0] == key:
