@@ -357,9 +357,12 @@ class HostTable(ScrollView, can_focus=True):
             self._widths[i] = max(self._widths[i], cell_len(label))
         self._shown = self._fitting(self.size.width)
         width = sum(self._widths[i] + 2 for i in self._shown)
-        lines = self.virtual_size.height != len(self._lines) + 1
-        self.virtual_size = Size(width, len(self._lines) + 1)
-        self.refresh(layout=lines)  # the table's height follows its number of lines
+        before, after = self.virtual_size.height, len(self._lines) + 1
+        self.virtual_size = Size(width, after)
+        # The table's height follows its number of lines up to its max-height; a layout of
+        # the screen (the journal below it too) is needed only when the height changes.
+        capped = before > self.size.height and after >= self.size.height
+        self.refresh(layout=before != after and not capped)
 
     def _fitting(self, available: int) -> list[int]:
         """The columns to draw in `available` cells (all of them before the first layout)."""
