@@ -62,6 +62,7 @@ from console.evidence.package import Job, SnapshotError, package_dir, plan
 from console.evidence.report import write_report
 from console.evidence.snapshot import run_snapshot
 from console.fleet import Fleet
+from console.fleet_filter import FilterError, parse_filter
 from console.profiles import FlagValue
 from console.settings import Settings, state_dir
 from console.state import load_last_good, write_atomic
@@ -167,6 +168,10 @@ class SpecopsApp(App[int]):
         Binding("Y", "yank_line", "Copy line", id="yank-line", show=False),
         Binding("w", "save_view", "Save view", id="save-view", show=False),
         Binding("t", "toggle_stats", "Stats", id="stats-toggle", show=False),
+        Binding("g", "group_hosts", "Group hosts", id="hosts-group", show=False),
+        Binding("o", "sort_hosts", "Sort hosts", id="hosts-sort", show=False),
+        Binding("O", "reverse_hosts", "Reverse sort", id="hosts-sort-reverse", show=False),
+        Binding("F", "filter_hosts", "Filter hosts", id="hosts-filter", show=False),
         Binding("question_mark", "help", "Help", id="help", key_display="?"),
         Binding("x", "probation_cancel", "Cancel rollback", id="probation-cancel", show=False),
         *[
@@ -216,7 +221,8 @@ class SpecopsApp(App[int]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield HostTable(self.host_names, id="hosts")
+        groups = {n: p.groups for n, p in self.fleet.profiles.items()}
+        yield HostTable(self.host_names, groups, id="hosts")
         with Horizontal(id="monitor"):
             yield AcceptChart(self.host_names, id="chart")
             yield StatsPanel(id="stats")
@@ -224,6 +230,10 @@ class SpecopsApp(App[int]):
         yield JournalView(self._buffer_lines, filters, id="journal")
         yield PromptInput(placeholder="filter regex (empty: the profiles' patterns)", id="filter")
         yield PromptInput(placeholder="search the journal view", id="search")
+        yield PromptInput(
+            placeholder="hosts: name~b300 state=down group=pro6000 (empty: every host)",
+            id="fleet-filter",
+        )
         yield SnapshotPanel(id="snapshot")
         yield ProbationBanner(id="probation")
         yield Footer()
@@ -498,26 +508,27 @@ class SpecopsApp(App[int]):
             self.call_after_refresh(self._show_stats)
 
     def action_select_index(self, index: int) -> None:
+        """The host numbered `index` in the `#` column, wherever sorting put it."""
         table = self.main(HostTable)
         if table is not None and 1 <= index <= len(self.host_names):
-            table.move_cursor(row=index - 1)
+            name = self.host_names[index - 1]
+            if not table.select_host(name):
+                self.notify(f"{name} is hidden by the host filter (F)", title="hosts")
 
     def action_next_host(self) -> None:
         if len(self.screen_stack) > 1:  # in a dialog, tab keeps its usual meaning
             self.screen.focus_next()
             return
         table = self.main(HostTable)
-        if table is not None and self.host_names:
-            table.move_cursor(row=(table.cursor_row + 1) % len(self.host_names))
+        if table is not None and table.names:
+            table.move_cursor(row=(table.cursor_row + 1) % len(table.names))
 
     # --- live monitoring -----------------------------------------------------------------
 
     @property
     def selected_host(self) -> str | None:
         table = self.main(HostTable)
-        if table is None or not self.host_names:
-            return None
-        return self.host_names[table.cursor_row]
+        return table.cursor_host if table is not None else None
 
     def _show_stats(self) -> None:
         host = self.selected_host
@@ -574,6 +585,8 @@ class SpecopsApp(App[int]):
                 table.set_freshness(name, fresh.age_s, fresh.stale)
             restarts = self.fleet.monitors[name].restart_summary()
             table.set_restarts(name, restarts.recent, restarts.looping)
+        if table.arranged:  # a sort by tok/s or a filter on state follows the hosts
+            table.rearrange()
         visible = table.visible_names()
         self.fleet.watched = visible.__contains__
 
@@ -643,6 +656,40 @@ class SpecopsApp(App[int]):
         if view := self.main(JournalView):
             view.search_next(older)
 
+    # --- the fleet table's order ------------------------------------------------------------
+
+    def action_group_hosts(self) -> None:
+        if table := self.main(HostTable):
+            table.set_grouped(not table.grouped)
+
+    def action_sort_hosts(self) -> None:
+        if table := self.main(HostTable):
+            table.cycle_sort()
+
+    def action_reverse_hosts(self) -> None:
+        if table := self.main(HostTable):
+            table.reverse_sort()
+
+    def action_filter_hosts(self) -> None:
+        table, prompt = self.main(HostTable), self.main(PromptInput, "#fleet-filter")
+        if table is not None and prompt is not None and self.screen is self.screen_stack[0]:
+            prompt.open(table.host_filter.text)
+
+    @on(Input.Submitted, "#fleet-filter")
+    def _fleet_filter_submitted(self, message: Input.Submitted) -> None:
+        table, prompt = self.main(HostTable), self.main(PromptInput, "#fleet-filter")
+        if table is None or prompt is None:
+            return
+        try:
+            query = parse_filter(message.value, table.groups)
+        except FilterError as exc:  # the prompt stays open with the text to fix
+            self.notify(str(exc), title="host filter", severity="error", markup=False)
+            return
+        table.set_filter(query)
+        prompt.action_close()
+        if query.terms and not table.names:
+            self.notify(f"no host matches {query.text!r}", title="host filter")
+
     def action_show_alerts(self) -> None:
         if table := self.main(HostTable):
             table.mark_seen()  # the operator is looking at them now
@@ -671,9 +718,8 @@ class SpecopsApp(App[int]):
     # --- snapshot ------------------------------------------------------------------------
 
     def action_snapshot_host(self) -> None:
-        table = self.query_one(HostTable)
-        if self.host_names:
-            self._snapshot([self.host_names[table.cursor_row]])
+        if (name := self.selected_host) is not None:
+            self._snapshot([name])
 
     def action_snapshot_all(self) -> None:
         self._snapshot(self.host_names)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
 
@@ -24,7 +25,15 @@ from console.events import (
 )
 from console.profiles import Profile
 from console.service.status import read_status
-from console.transport.ssh import CommandRecord, ConnState, HostSession, HostState, RemoteError
+from console.settings import CONNECT_BUDGET
+from console.transport.ssh import (
+    CommandRecord,
+    ConnectBudget,
+    ConnState,
+    HostSession,
+    HostState,
+    RemoteError,
+)
 from console.watch.health import probe_health
 from console.watch.journal import JournalFollower
 from console.watch.monitor import HostMonitor
@@ -35,6 +44,12 @@ log = logging.getLogger(__name__)
 Listener = Callable[[Event], None]
 
 PRESSURE_POLL_S = 0.01
+OFFSCREEN_POLL_FACTOR = 4.0
+"""A host off screen has its status fallback poll this many times less often (its status
+is still re-read whenever its journal says the unit changed, and on every reconnect)."""
+POLL_JITTER = 0.2
+"""Each fallback wait is ± this share of it: hosts that connected together do not all read
+their status in the same instant every round (200 reads in a burst, the keys waiting)."""
 
 
 class Fleet:
@@ -52,8 +67,11 @@ class Fleet:
         on_action: Callable[[ActionRecord], None] | None = None,
         server_metrics_s: float = 0.0,
         prometheus_url: str | None = None,
+        connect_budget: int = CONNECT_BUDGET,
     ) -> None:
         self.profiles = {p.name: p for p in profiles}
+        self.connect_budget = ConnectBudget(connect_budget)
+        """Shared by every session: at most this many connection attempts at once."""
         self.server_metrics_s = server_metrics_s
         """Seconds between reads of each server's /metrics (0: off); with `prometheus_url`,
         between rounds of Prometheus queries for the whole fleet instead."""
@@ -67,10 +85,13 @@ class Fleet:
         """How often each host's `/health` is asked (0: never)."""
         self.health: dict[str, str] = {}
         self.watched: Callable[[str], bool] | None = None
-        """Hosts whose health is polled (the app: the rows on screen); None polls all."""
+        """Hosts on screen (the app's visible rows): only their health is polled, and the
+        others' status fallback poll runs OFFSCREEN_POLL_FACTOR times less often; None: all."""
         self._listeners: list[Listener] = []
         self.sessions: dict[str, HostSession] = {
-            name: HostSession(p, on_state=self._state_changed, on_command=on_command)
+            name: HostSession(
+                p, on_state=self._state_changed, on_command=on_command, budget=self.connect_budget
+            )
             for name, p in self.profiles.items()
         }
         self.status: dict[str, ServiceStatus] = {}
@@ -113,7 +134,10 @@ class Fleet:
         self.emit(HostStateChanged(state))
 
     def start(self) -> None:
-        """Start connecting to every host at once; returns immediately."""
+        """Start every host's session and tasks; returns immediately.
+
+        The sessions take their turns under the connect budget in profile order (the order
+        of the fleet table's first rows); a host's tasks wait for its connection."""
         for name, session in self.sessions.items():
             self._dirty[name] = asyncio.Event()
             session.start()
@@ -193,6 +217,13 @@ class Fleet:
             crash = monitor.resolve_flags(crash, status.flags)
         self.emit(crash)
 
+    def poll_wait(self, name: str) -> float:
+        """Seconds until the host's next fallback status read (sooner when it is dirty)."""
+        wait = self.poll_s
+        if self.watched is not None and not self.watched(name):
+            wait *= OFFSCREEN_POLL_FACTOR
+        return wait * random.uniform(1 - POLL_JITTER, 1 + POLL_JITTER)
+
     async def _poll(self, name: str) -> None:
         session = self.sessions[name]
         last_invocation: str | None = None
@@ -211,7 +242,7 @@ class Fleet:
             self._remember(status)
             dirty = self._dirty[name]
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.poll_s):
+                async with asyncio.timeout(self.poll_wait(name)):
                     await dirty.wait()
             dirty.clear()
             await asyncio.sleep(0.2)  # coalesce a burst of systemd lines into one read

@@ -40,6 +40,10 @@ def state_dir() -> Path:
     return Path(base) / "specops"
 
 
+CONNECT_BUDGET = 32
+"""SSH connection attempts in flight at once, by default."""
+
+
 def settings_path() -> Path:
     override = os.environ.get("SPECOPS_SETTINGS")
     return Path(override) if override else config_dir() / "settings.toml"
@@ -67,6 +71,11 @@ class Settings(BaseSettings):
     server_metrics_s: float = Field(default=0.0, ge=0, le=3600)
     """The TUI also reads each server's /metrics every this many seconds (0: off), or, with
     `prometheus_url`, the whole fleet from Prometheus; the journal's numbers take precedence."""
+
+    connect_budget: int = Field(default=CONNECT_BUDGET, ge=1, le=1024)
+    """SSH connection attempts in flight at once (the rest queue; a slot is held for one
+    attempt, at most the profile's `connect_timeout_s`): 200 hosts do not make 200 key
+    exchanges together, on this machine or on a jump host."""
 
     @classmethod
     def settings_customise_sources(

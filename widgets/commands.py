@@ -14,6 +14,7 @@ from textual.binding import Binding
 NAMESPACES = {
     "host": "host",
     "next": "host",
+    "hosts": "hosts",
     "journal": "journal",
     "merged": "journal",
     "search": "journal",
@@ -57,6 +58,10 @@ TITLES = {
     "audit-log": "view: audit log of remote actions",
     "stats-toggle": "view: show / hide the stats panel",
     "next-host": "host: next host",
+    "hosts-group": "hosts: group by inventory group / one list",
+    "hosts-sort": "hosts: sort by the next column",
+    "hosts-sort-reverse": "hosts: reverse the sort",
+    "hosts-filter": "hosts: filter by name, state or group",
 }
 """Palette titles that read better than the footer's short descriptions."""
 

@@ -8,7 +8,7 @@ the frames a key press then waited behind).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 
 from rich.cells import cell_len
 from rich.style import Style
@@ -21,8 +21,18 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from console.events import ServiceStatus
+from console.fleet_filter import NO_FILTER, FleetFilter
 from console.profiles import FlagValue
 from console.transport.ssh import ConnState, HostState
+from widgets.fleet_rows import (
+    COLUMNS,
+    GroupLine,
+    GroupSummary,
+    HostRow,
+    Line,
+    arrange,
+    summarise,
+)
 
 STATE_STYLE = {
     ConnState.CONNECTED: "green",
@@ -33,23 +43,6 @@ STATE_STYLE = {
     ConnState.CLOSED: "dim",
 }
 
-COLUMNS = (
-    "#",
-    "host",
-    "connection",
-    "health",
-    "unit",
-    "budget",
-    "topk",
-    "graph",
-    "nvls",
-    "accept",
-    "tok/s",
-    "age",
-    "restarts",
-    "alerts",
-    "sglang",
-)
 DROP_ORDER = ("sglang", "nvls", "topk", "graph", "budget", "#", "restarts", "unit", "age", "alerts")
 """Columns given up, in this order, when the table is narrower than all of them: host,
 connection, health, accept and tok/s stay (at 80 columns they are what an operator reads)."""
@@ -71,37 +64,6 @@ SOURCE_MARK = {"/metrics": "m", "prometheus": "p"}
 """The mark after a number that did not come from the journal (the journal's have none)."""
 
 
-@dataclass
-class HostRow:
-    index: int
-    name: str
-    state: HostState | None = None
-    status: ServiceStatus | None = None
-    accept_len: float | None = None
-    throughput: float | None = None
-    graph: bool | None = None
-    """CUDA-graph state of the newest decode batch (None: no decode line yet this run)."""
-    health: str | None = None
-    """The server's `/health` answer (`ok`, `503`, `timeout`, `closed`, …); None: not asked."""
-    age_s: float | None = None
-    """Age of this run's newest decode line; None before its first one."""
-    stale: bool = False
-    """No decode line for longer than the host's own rhythm allows: the numbers are old."""
-    source: str = "journal"
-    """Where accept / tok/s came from: `journal`, `/metrics` or `prometheus` (marked m / p)."""
-    crashed: bool = False
-    """A crash signature was seen and no later run has logged ready yet."""
-    alerts: int = 0
-    """Crash alerts for this host since the console started (the list is `A`)."""
-    seen: int = 0
-    """Alerts the operator has seen (opening the list with `A` marks them all)."""
-    restarts: int = 0
-    """Restarts within the last ten minutes (console/watch/restarts.py)."""
-    looping: bool = False
-    """Crash-looping: shown as such, in red, until the host has stayed up a while."""
-    extra: dict[str, str] = field(default_factory=dict)
-
-
 def _flag(value: FlagValue) -> str:
     if value is None:
         return "-"
@@ -119,7 +81,8 @@ def _alerts(row: HostRow) -> Text | str:
 
 
 class HostTable(ScrollView, can_focus=True):
-    """Hosts in profile order under a fixed header; `1`–`9` in the app select them."""
+    """Hosts under a fixed header, in profile order until the operator sorts, filters or
+    groups them (`o`/`O`, `F`, `g` in the app); `1`–`9` in the app select by `#`."""
 
     BINDINGS = [
         Binding("up", "cursor_up", "previous host", show=False, id="hosts-up"),
@@ -133,6 +96,7 @@ class HostTable(ScrollView, can_focus=True):
         "host-table--even-row",
         "host-table--crashed",
         "host-table--stale",
+        "host-table--group",
     }
     DEFAULT_CSS = """
     HostTable { height: auto; max-height: 12; background: $surface; color: $foreground; }
@@ -151,6 +115,7 @@ class HostTable(ScrollView, can_focus=True):
     }
     HostTable > .host-table--crashed { color: $error; text-style: bold; }
     HostTable > .host-table--stale { color: $text-disabled; }
+    HostTable > .host-table--group { text-style: bold; background: $primary 15%; }
     HostTable.-crashed { border: round $error; }
     """
 
@@ -167,25 +132,115 @@ class HostTable(ScrollView, can_focus=True):
         def control(self) -> HostTable:
             return self.table
 
-    def __init__(self, names: list[str], **kwargs: object) -> None:
+    def __init__(
+        self,
+        names: list[str],
+        groups: Mapping[str, tuple[str, ...]] | None = None,
+        **kwargs: object,
+    ) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.rows_by_name = {n: HostRow(i + 1, n) for i, n in enumerate(names)}
+        groups = groups or {}
+        self.rows_by_name = {
+            n: HostRow(i + 1, n, tuple(groups.get(n, ()))) for i, n in enumerate(names)
+        }
+        self.order = list(names)
+        """Every host, in profile order (`#`)."""
         self.names = list(names)
+        """The hosts shown, in the order shown: what the cursor moves over."""
+        self._lines: list[Line] = list(names)
+        self._line_of: dict[Line, int] = {n: i for i, n in enumerate(names)}
+        self._members: dict[str, list[str]] = {}
+        self._summaries: dict[str, GroupSummary] = {}
+        self._dirty_groups: set[str] = set()
+        """Groups whose aggregate is counted again when their line is next drawn."""
+        self._stale_cells: set[str] = set()
+        """Hosts off screen whose row changed: their cells are built when next drawn."""
+        self.host_filter = NO_FILTER
+        self.sort_column = "#"
+        self.sort_reverse = False
+        self.grouped = False
         self.cursor_row = 0
-        self._cells_by_name: dict[str, list[Text | str]] = {}
-        self._versions = dict.fromkeys(names, 0)
+        self._cells_by_name: dict[Line, list[Text | str]] = {}
+        self._versions: dict[Line, int] = dict.fromkeys(names, 0)
         self._widths = [cell_len(c) for c in COLUMNS]
         self._shown = list(range(len(COLUMNS)))
         """Indexes of the columns that fit the table's width (see DROP_ORDER)."""
-        self._strips: dict[str, tuple[tuple[object, ...], Strip]] = {}
-        """Each row's rendered strip and what it was rendered with."""
+        self._strips: dict[Line, tuple[tuple[object, ...], Strip]] = {}
+        """Each line's rendered strip and what it was rendered with."""
 
     def on_mount(self) -> None:
-        for name in self.names:
+        for name in self.order:
             self._set_cells(name)
         self._resize()
         if self.names:  # the first host is current from the start, as with a cursor move
             self.post_message(self.RowHighlighted(self, self.names[0], 0))
+
+    @property
+    def cursor_host(self) -> str | None:
+        """The host under the cursor (None when the filter shows none)."""
+        return self.names[self.cursor_row] if self.names else None
+
+    @property
+    def groups(self) -> list[str]:
+        """Every fleet group a host is in, at any depth."""
+        return sorted({g for r in self.rows_by_name.values() for g in r.groups})
+
+    # --- order: filter, sort, group ----------------------------------------------------
+
+    def set_filter(self, query: FleetFilter) -> None:
+        self.host_filter = query
+        self.rearrange(force=True)
+
+    def set_grouped(self, grouped: bool) -> None:
+        self.grouped = grouped
+        self.rearrange(force=True)
+
+    def cycle_sort(self) -> None:
+        """Sort by the next column shown (after the last, back to profile order)."""
+        shown = [COLUMNS[i] for i in self._shown]
+        current = shown.index(self.sort_column) if self.sort_column in shown else -1
+        self.sort_column = shown[(current + 1) % len(shown)]
+        self.sort_reverse = False
+        self.rearrange(force=True)
+
+    def reverse_sort(self) -> None:
+        self.sort_reverse = not self.sort_reverse
+        self.rearrange(force=True)
+
+    @property
+    def arranged(self) -> bool:
+        """Whether the order can change with the hosts' state (then the app calls
+        `rearrange` every second: a sort by tok/s follows the numbers)."""
+        return not self.host_filter.empty or self.sort_column != "#" or self.grouped
+
+    def rearrange(self, *, force: bool = False) -> bool:
+        """Lay the lines out again; the cursor stays on its host while it is shown.
+
+        True when the lines changed (then everything is drawn again); `force` redraws the
+        header (the sort mark, the filter's count) even when they did not."""
+        layout = arrange(
+            self.rows_by_name, self.host_filter, self.sort_column, self.sort_reverse, self.grouped
+        )
+        self._members = layout.members
+        self._dirty_groups.update(layout.members)
+        if layout.lines == self._lines:
+            for group in layout.members:
+                self._refresh_line(GroupLine(group))
+            if force:
+                self._resize()
+            return False
+        current = self.cursor_host
+        self.names, self._lines = layout.hosts, layout.lines
+        self._line_of = {line: i for i, line in enumerate(self._lines)}
+        if current in self._line_of:
+            self.cursor_row = self.names.index(current)
+        else:
+            self.cursor_row = 0
+        self._resize()
+        self._scroll_to_cursor()
+        if self.cursor_host is not None and self.cursor_host != current:
+            self.post_message(self.RowHighlighted(self, self.cursor_host, self.cursor_row))
+        return True
 
     # --- rows --------------------------------------------------------------------------
 
@@ -243,11 +298,42 @@ class HostTable(ScrollView, can_focus=True):
             cells = [Text(c.plain if isinstance(c, Text) else c, style=alarm) for c in cells]
         return cells
 
+    def _group_cells(self, group: str, summary: GroupSummary) -> list[Text | str]:
+        """A group's aggregate, in the columns its hosts' numbers are in."""
+        up = Text(
+            f"{summary.up}/{summary.hosts} up",
+            style="green" if summary.up == summary.hosts else "bold red",
+        )
+        if summary.unseen:
+            alerts: Text | str = Text(str(summary.unseen), style="bold red")
+        else:
+            alerts = Text(f"{summary.alerts} ✓", style="dim") if summary.alerts else "-"
+        cells: dict[str, Text | str] = {
+            "host": f"▾ {group or 'ungrouped'}",
+            "connection": up,
+            "accept": "-" if summary.accept_len is None else f"{summary.accept_len:.2f} μ",
+            "tok/s": "-" if summary.throughput is None else f"{summary.throughput:.0f} Σ",
+            "restarts": str(summary.restarts) if summary.restarts else "-",
+            "alerts": alerts,
+        }
+        return [cells.get(column, "") for column in COLUMNS]
+
+    def _set_group_cells(self, group: str) -> bool:
+        """Recount a group; True when a column had to widen."""
+        self._dirty_groups.discard(group)
+        summary = summarise(self.rows_by_name[n] for n in self._members.get(group, ()))
+        if self._summaries.get(group) == summary:
+            return False
+        self._summaries[group] = summary
+        return self._keep(GroupLine(group), self._group_cells(group, summary))
+
     def _set_cells(self, name: str) -> bool:
         """Keep the row's new cells; True when a column had to widen."""
-        cells = self._cells(self.rows_by_name[name])
-        self._cells_by_name[name] = cells
-        self._versions[name] += 1
+        return self._keep(name, self._cells(self.rows_by_name[name]))
+
+    def _keep(self, line: Line, cells: list[Text | str]) -> bool:
+        self._cells_by_name[line] = cells
+        self._versions[line] = self._versions.get(line, 0) + 1
         wider = False
         for i, cell in enumerate(cells):
             width = cell.cell_len if isinstance(cell, Text) else cell_len(cell)
@@ -256,12 +342,27 @@ class HostTable(ScrollView, can_focus=True):
                 wider = True
         return wider
 
+    def _header(self) -> list[str]:
+        labels = list(COLUMNS)
+        if self.sort_column != "#" or self.sort_reverse:
+            i = COLUMNS.index(self.sort_column)
+            labels[i] += " ▼" if self.sort_reverse else " ▲"
+        if not self.host_filter.empty:
+            labels[1] += f" {len(self.names)}/{len(self.order)}"
+        return labels
+
     def _resize(self) -> None:
         self._strips.clear()
+        for i, label in enumerate(self._header()):
+            self._widths[i] = max(self._widths[i], cell_len(label))
         self._shown = self._fitting(self.size.width)
         width = sum(self._widths[i] + 2 for i in self._shown)
-        self.virtual_size = Size(width, len(self.names) + 1)
-        self.refresh()
+        before, after = self.virtual_size.height, len(self._lines) + 1
+        self.virtual_size = Size(width, after)
+        # The table's height follows its number of lines up to its max-height; a layout of
+        # the screen (the journal below it too) is needed only when the height changes.
+        capped = before > self.size.height and after >= self.size.height
+        self.refresh(layout=before != after and not capped)
 
     def _fitting(self, available: int) -> list[int]:
         """The columns to draw in `available` cells (all of them before the first layout)."""
@@ -283,15 +384,32 @@ class HostTable(ScrollView, can_focus=True):
             self._resize()
 
     def refresh_host(self, name: str) -> None:
+        group = self.rows_by_name[name].group
+        if group in self._members:  # counted when drawn: only groups on screen cost anything
+            self._dirty_groups.add(group)
+            self._refresh_line(GroupLine(group))
+        if self.is_mounted and self._screen_y(name) is None:
+            # Its cells are built when it is next drawn: with 200 hosts, every row's age
+            # changes every second, and building 190 rows nobody sees was most of that.
+            self._stale_cells.add(name)
+            return
         if self._set_cells(name):
             self._resize()  # a column widened: every row is drawn again
             return
-        self._refresh_row(self.rows_by_name[name].index - 1)
+        self._refresh_line(name)
 
-    def _refresh_row(self, index: int) -> None:
-        """Repaint one host's line, if it is on screen (line 0 is the header)."""
-        y = index + 1 - self.scroll_offset.y
-        if 1 <= y < self.size.height:
+    def _screen_y(self, line: Line) -> int | None:
+        """Where `line` is drawn (screen line 0 is the header); None when not on screen."""
+        at = self._line_of.get(line)
+        if at is None:
+            return None
+        y = at + 1 - self.scroll_offset.y
+        return y if 1 <= y < self.size.height else None
+
+    def _refresh_line(self, line: Line) -> None:
+        """Repaint one line, if it is shown and on screen."""
+        y = self._screen_y(line)
+        if y is not None:
             self.refresh_line(y)
 
     def set_state(self, state: HostState) -> None:
@@ -335,7 +453,7 @@ class HostTable(ScrollView, can_focus=True):
         """The hosts whose rows are on screen now."""
         top = self.scroll_offset.y
         rows = max(1, self.size.height - 1)
-        return frozenset(self.names[top : top + rows])
+        return frozenset(n for n in self._lines[top : top + rows] if isinstance(n, str))
 
     def new_run(self, name: str) -> None:
         """The service restarted: the live numbers belong to the previous run."""
@@ -373,20 +491,37 @@ class HostTable(ScrollView, can_focus=True):
     # --- cursor ------------------------------------------------------------------------
 
     def move_cursor(self, *, row: int) -> None:
-        """Put the cursor on the row-th host (clamped) and scroll it into view."""
+        """Put the cursor on the row-th host shown (clamped) and scroll it into view."""
         row = max(0, min(row, len(self.names) - 1))
         if row == self.cursor_row or not self.names:
             return
-        old, self.cursor_row = self.cursor_row, row
+        old = self.names[self.cursor_row] if self.cursor_row < len(self.names) else None
+        self.cursor_row = row
+        self._scroll_to_cursor()
+        if old is not None:
+            self._refresh_line(old)
+        self._refresh_line(self.names[row])
+        self.post_message(self.RowHighlighted(self, self.names[row], row))
+
+    def select_host(self, name: str) -> bool:
+        """Put the cursor on `name`; False when the filter hides it."""
+        if name not in self.names:
+            return False
+        self.move_cursor(row=self.names.index(name))
+        return True
+
+    def _scroll_to_cursor(self) -> None:
+        if not self.names:
+            return
+        line = self._line_of[self.names[self.cursor_row]]
         visible = max(1, self.size.height - 1)  # lines under the header
         top = self.scroll_offset.y
-        if row < top:
-            self.scroll_to(y=row, animate=False)
-        elif row >= top + visible:
-            self.scroll_to(y=row - visible + 1, animate=False)
-        self._refresh_row(old)
-        self._refresh_row(row)
-        self.post_message(self.RowHighlighted(self, self.names[row], row))
+        # the first host of a group brings its group's line into view with it
+        first = line - (line > 0 and isinstance(self._lines[line - 1], GroupLine))
+        if first < top:
+            self.scroll_to(y=first, animate=False)
+        elif line >= top + visible:
+            self.scroll_to(y=line - visible + 1, animate=False)
 
     def action_cursor_up(self) -> None:
         self.move_cursor(row=self.cursor_row - 1)
@@ -402,12 +537,15 @@ class HostTable(ScrollView, can_focus=True):
 
     def on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)
-        if offset is not None and offset.y >= 1:
-            self.move_cursor(row=offset.y - 1 + self.scroll_offset.y)
+        if offset is None or offset.y < 1:
+            return
+        at = offset.y - 1 + self.scroll_offset.y
+        if 0 <= at < len(self._lines) and isinstance(line := self._lines[at], str):
+            self.select_host(line)
 
     # --- drawing -----------------------------------------------------------------------
 
-    def _line(self, cells: list[Text | str] | tuple[str, ...], base: Style) -> Strip:
+    def _line(self, cells: list[Text | str] | list[str], base: Style) -> Strip:
         text = Text(no_wrap=True, end="")
         for i in self._shown:
             cell, width = cells[i], self._widths[i]
@@ -426,25 +564,33 @@ class HostTable(ScrollView, can_focus=True):
         width = self.size.width
         if y == 0:
             style = self.get_component_rich_style("host-table--header")
-            strip = self._line(COLUMNS, style)
-        elif 0 <= (index := y - 1 + scroll_y) < len(self.names):
-            strip = self._row_strip(index)
+            strip = self._line(self._header(), style)
+        elif 0 <= (at := y - 1 + scroll_y) < len(self._lines):
+            strip = self._line_strip(at)
         else:
             return Strip.blank(width, self.rich_style)
         return strip.crop_extend(scroll_x, scroll_x + width, self.rich_style)
 
-    def _row_strip(self, index: int) -> Strip:
-        name = self.names[index]
-        if index == self.cursor_row:
+    def _line_strip(self, at: int) -> Strip:
+        line = self._lines[at]
+        if isinstance(line, GroupLine):
+            base = self.get_component_rich_style("host-table--group")
+            if line.group in self._dirty_groups and self._set_group_cells(line.group):
+                self.call_after_refresh(self._resize)  # an aggregate widened a column
+        elif self.names and line == self.names[self.cursor_row]:
             base = self.get_component_rich_style("host-table--cursor")
-        elif index % 2:
+        elif at % 2:
             base = self.get_component_rich_style("host-table--even-row")
         else:
             base = self.rich_style
-        key = (self._versions[name], base)
-        cached = self._strips.get(name)
+        if isinstance(line, str) and line in self._stale_cells:
+            self._stale_cells.discard(line)
+            if self._set_cells(line):
+                self.call_after_refresh(self._resize)  # the row widened a column
+        key = (self._versions.get(line, 0), base)
+        cached = self._strips.get(line)
         if cached is not None and cached[0] == key:
             return cached[1]
-        strip = self._line(self._cells_by_name[name], base)
-        self._strips[name] = (key, strip)
+        strip = self._line(self._cells_by_name[line], base)
+        self._strips[line] = (key, strip)
         return strip

@@ -31,6 +31,7 @@ def build_app(profiles: list[Profile], *, read_only: bool) -> SpecopsApp:
         on_action=audit.action,
         server_metrics_s=settings.server_metrics_s,
         prometheus_url=settings.prometheus_url,
+        connect_budget=settings.connect_budget,
     )
     return SpecopsApp(fleet, read_only=read_only, settings=settings)
 

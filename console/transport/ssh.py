@@ -118,6 +118,37 @@ class Backoff:
         return base / 2 + random.uniform(0, base / 2)
 
 
+class ConnectBudget:
+    """How many SSH connection attempts may be in flight at once, across a fleet.
+
+    Two hundred hosts connecting together make two hundred key exchanges at once, on the
+    client's CPU and on any jump host or bastion in between; with a budget they queue and
+    each takes its turn (a slot is held for one attempt, at most its `connect_timeout_s`,
+    never during a backoff wait). The sessions ask in the order they were started, so the
+    rows on screen, started first, connect first.
+    """
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"a connect budget of {limit}: must be at least 1")
+        self.limit = limit
+        self._slots = asyncio.Semaphore(limit)
+        self.in_flight = 0
+        """Attempts holding a slot now."""
+        self.peak = 0
+        """The most attempts ever in flight at once (diagnostics, the benchmark)."""
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        async with self._slots:
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            try:
+                yield
+            finally:
+                self.in_flight -= 1
+
+
 def _split_jump(spec: str) -> tuple[str | None, str, int | None]:
     user, _, hostport = spec.rpartition("@")
     host, port = hostport, None
@@ -252,8 +283,10 @@ class HostSession:
         on_state: Callable[[HostState], None] | None = None,
         on_command: Callable[[CommandRecord], None] | None = None,
         backoff: Backoff = Backoff(),
+        budget: ConnectBudget | None = None,
     ) -> None:
         self.profile = profile
+        self._budget = budget
         self.name = profile.name
         self._on_state = on_state
         self._on_command = on_command
@@ -327,6 +360,12 @@ class HostSession:
             self._on_state(self._state)
 
     async def _connect(self) -> asyncssh.SSHClientConnection:
+        if self._budget is None:
+            return await self._open()
+        async with self._budget.slot():
+            return await self._open()
+
+    async def _open(self) -> asyncssh.SSHClientConnection:
         opts = connect_options(self.profile)
         if self.profile.ssh.proxy_jump:
             self._jump = await _open_jump(self.profile)
@@ -387,7 +426,10 @@ class HostSession:
 
     async def _offered_key(self) -> asyncssh.SSHKey | None:
         try:
-            return await fetch_host_key(self.profile)
+            if self._budget is None:
+                return await fetch_host_key(self.profile)
+            async with self._budget.slot():  # another connection: it takes a slot too
+                return await fetch_host_key(self.profile)
         except (OSError, asyncssh.Error, TimeoutError):
             return None
 

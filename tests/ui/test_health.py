@@ -11,7 +11,8 @@ from console.fleet import Fleet
 from console.profiles import load_fleet
 from console.sim.host import SimHost
 from tests.ui.support import simulated_fleet, until
-from widgets.host_table import COLUMNS, HostTable
+from widgets.fleet_rows import COLUMNS
+from widgets.host_table import HostTable
 
 
 def row_text(table: HostTable, name: str) -> str:

@@ -11,7 +11,8 @@ from console.profiles import load_fleet
 from console.sim.host import SimHost
 from tests.ui.support import simulated_fleet, until
 from widgets.alerts import AlertsScreen
-from widgets.host_table import COLUMNS, HostTable
+from widgets.fleet_rows import COLUMNS
+from widgets.host_table import HostTable
 
 UNIT = "sglang-k26-ddtree.service"
 
