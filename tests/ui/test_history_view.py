@@ -120,6 +120,11 @@ async def test_the_history_view_lists_each_change_newest_first_with_its_outcome(
         assert crashed[2] == "rolled back: illegal_memory_access in capture"
         assert kept[1] == "now·good" and kept[3] == "budget=4" and kept[2] == "kept"
         assert kept[4].startswith("accept ") and kept[4].endswith("up 1s")
+        # The run's throughput, as the host's history recorded it.
+        assert screen.history is not None
+        recorded = next(e for e in screen.history.entries if e.n == 1).throughput
+        assert recorded is not None and recorded.n > 0
+        assert f" · {recorded.mean_tok_s:.1f} tok/s (n={recorded.n}) · " in kept[4]
         assert "@" in kept[6]  # who: user@machine
         assert original[2] == "original" and original[6] == "the unit's own files"
         assert original[3] == "the unit's own values"
