@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from console.events import ServiceStatus
+from console.events import HostStateChanged, ServiceStatus
 from console.profiles import FlagValue
 from console.service.flags import format_value
 from console.service.running import read_running
-from console.transport.ssh import HostSession, RemoteError
+from console.transport.ssh import ConnState, HostSession, RemoteError
 from console.tuning import history
 from console.tuning.history import HistoryEntry
 
@@ -153,6 +153,11 @@ class LeftOnFound:
         return f"{self.host} {self.left.text()}"
 
 
+def _key(status: ServiceStatus) -> object:
+    """What makes a status worth reading again: a new run, or other unit files."""
+    return (status.invocation_id, sorted(status.flags.items()))
+
+
 class LeftOnWatch:
     """Reads what each host is left on whenever its status shows a run (or unit files) not
     read before, and reports a host a change did not finish on, once per finding.
@@ -176,20 +181,25 @@ class LeftOnWatch:
         self._locks: dict[str, asyncio.Lock] = {}
 
     def observe(self, event: object) -> None:
+        if isinstance(event, HostStateChanged) and event.state.state is ConnState.CONNECTED:
+            host = event.host
+            if host in self._status and host not in self._seen and host not in self._held:
+                self._read(host)  # a read the link cut short
+            return
         if not isinstance(event, ServiceStatus) or event.error is not None:
             return
         if event.host not in self.sessions:
             return
         self._status[event.host] = event
-        key = (event.invocation_id, sorted(event.flags.items()))
-        if self._seen.get(event.host) != key and event.host not in self._held:
-            self._seen[event.host] = key
+        if self._seen.get(event.host) != _key(event) and event.host not in self._held:
+            self._seen[event.host] = _key(event)
             self._read(event.host)
 
     def hold(self, host: str) -> None:
         self._held.add(host)
 
     def release(self, host: str) -> None:
+        """The console's own change on `host` ended: read what it left."""
         self._held.discard(host)
         self._seen.pop(host, None)
         if host in self._status:
@@ -203,9 +213,14 @@ class LeftOnWatch:
     async def _check(self, host: str) -> None:
         # One read at a time per host: a later one sees what the earlier one reported.
         async with self._locks.setdefault(host, asyncio.Lock()):
-            left = await read_left_on(self.sessions[host], self._status[host].flags)
+            session = self.sessions[host]
+            left = await read_left_on(session, self._status[host].flags)
             if host in self._held:
                 return
+            if session.state.state is not ConnState.CONNECTED:
+                self._seen.pop(host, None)  # the link went during the read: read again
+                return  # once it is back
+            self._seen[host] = _key(self._status[host])
             if left is None:
                 self.found.pop(host, None)
                 return
