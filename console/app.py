@@ -69,6 +69,7 @@ from console.state import load_last_good, write_atomic
 from console.transport.ssh import HostSession, RemoteError
 from console.tuning.flag_history import flag_history
 from console.tuning.history_rows import read_host_history
+from console.tuning.left_on import LeftOnFound, LeftOnWatch
 from console.tuning.plan import Plan, prepare
 from console.tuning.probation import ProbationEvent, ProbationGuard
 from console.tuning.rollback import prepare_rollback
@@ -76,7 +77,7 @@ from console.tuning.rollout import Rollout, RolloutOptions
 from console.watch.journal import LineFilter
 from widgets.accept_chart import POINTS as CHART_POINTS
 from widgets.accept_chart import AcceptChart
-from widgets.alerts import AlertsScreen, alert_text
+from widgets.alerts import AlertsScreen, LeftOnUpdated, alert_text
 from widgets.audit_view import AuditScreen
 from widgets.bench_view import BenchScreen
 from widgets.commands import palette_commands
@@ -218,6 +219,9 @@ class SpecopsApp(App[int]):
             read_only="read-only console" if self.read_only else None,
         )
         """Rolls back a crash during probation (console/tuning/probation.py), on the engine."""
+        self.left_on = LeftOnWatch(fleet.sessions, lambda f: self.post_message(LeftOnUpdated(f)))
+        """Finds hosts a change did not finish on (console/tuning/left_on.py), on the engine."""
+        self.left_ons: deque[LeftOnFound] = deque(maxlen=ALERTS_KEPT)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -274,6 +278,7 @@ class SpecopsApp(App[int]):
     async def on_unmount(self) -> None:
         if self.engine.running:
             await self.engine.run(self.probation.stop())
+            await self.engine.run(self.left_on.stop())
             await self.engine.run(self.fleet.stop())
             self.engine.stop()
         gc.unfreeze()
@@ -304,6 +309,7 @@ class SpecopsApp(App[int]):
     def _forward(self, event: Event) -> None:
         """Runs on the engine's thread: only thread-safe steps here."""
         self.probation.observe(event)
+        self.left_on.observe(event)
         if isinstance(event, HostStateChanged):
             self.post_message(HostStateUpdated(event))
         elif isinstance(event, ServiceStatus):
@@ -694,7 +700,7 @@ class SpecopsApp(App[int]):
         if table := self.main(HostTable):
             table.mark_seen()  # the operator is looking at them now
         if not isinstance(self.screen, AlertsScreen):
-            self.push_screen(AlertsScreen(self.crashes))
+            self.push_screen(AlertsScreen(self.crashes, self.left_ons))
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, message: Input.Submitted) -> None:
@@ -889,6 +895,13 @@ class SpecopsApp(App[int]):
             self.post_message(RolloutUpdated(event))
 
         async def run() -> None:
+            self.engine.call(self.left_on.hold, host)  # its own "started" entry is no finding
+            try:
+                await changing()
+            finally:
+                self.engine.call(self.left_on.release, host)
+
+        async def changing() -> None:
             session = self.fleet.sessions[host]
             rollout = Rollout(session, plan, on_event=event, options=RolloutOptions(kind=kind))
             try:  # the run the change leaves, for the experiment ledger
@@ -969,6 +982,17 @@ class SpecopsApp(App[int]):
     def action_probation_cancel(self) -> None:
         """`x`: cancel the probation rollbacks counting down (they leave the hosts alone)."""
         self.engine.call(self.probation.cancel)
+
+    @on(LeftOnUpdated)
+    def _left_on_found(self, message: LeftOnUpdated) -> None:
+        """A host a change did not finish on: an alert (`A`) and a notification naming what
+        it is left on."""
+        found = message.event
+        self.left_ons.append(found)
+        title = f"{found.host}: a change did not finish"
+        self.notify(
+            found.text(), title=title, severity="warning", timeout=NOTIFY_TIMEOUT_S, markup=False
+        )
 
     @on(RolloutUpdated)
     def _rollout_event(self, message: RolloutUpdated) -> None:

@@ -205,6 +205,26 @@ class RolloutOutcome(StrEnum):
 
 
 @dataclass(frozen=True)
+class Throughput:
+    """Generation throughput over a run: the mean of the decode lines' `gen throughput`."""
+
+    mean_tok_s: float
+    n: int
+    """How many decode lines the mean is over."""
+
+    @classmethod
+    def of(cls, values: list[float]) -> Throughput | None:
+        """The summary of `values` (None when there is none)."""
+        if not values:
+            return None
+        return cls(mean_tok_s=round(sum(values) / len(values), 2), n=len(values))
+
+    def text(self) -> str:
+        """`812.4 tok/s (n=10)`."""
+        return f"{self.mean_tok_s:.1f} tok/s (n={self.n})"
+
+
+@dataclass(frozen=True)
 class RolloutFinished:
     host: str
     outcome: RolloutOutcome
@@ -223,6 +243,8 @@ class RolloutFinished:
     """The flag values in effect at the end."""
     accept_len: float | None = None
     """The first accept length the new invocation logged (after a successful change)."""
+    throughput: Throughput | None = None
+    """Generation throughput over the soak window's decode lines (after a successful change)."""
     rollback_error: str | None = None
     duration_s: float = 0.0
     stage: str | None = None

@@ -1,4 +1,5 @@
-"""`A`: every crash seen since the console started, newest first, with the flags that ran.
+"""`A`: every crash seen since the console started, newest first, with the flags that ran;
+below them, the hosts a change did not finish on and what each is left on.
 
 A crash notification disappears after a while; this list does not, so "which setting killed
 it at 03:12?" still has an answer in the morning.
@@ -14,11 +15,21 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from console.events import CrashDetected
 from console.profiles import FlagValue
+from console.tuning.left_on import LeftOnFound
+
+
+class LeftOnUpdated(Message):
+    """The engine found a host left on a change that did not finish (tuning/left_on.py)."""
+
+    def __init__(self, event: LeftOnFound) -> None:
+        super().__init__()
+        self.event = event
 
 
 def format_flags(flags: dict[str, FlagValue] | None) -> str:
@@ -41,6 +52,10 @@ def alert_text(crash: CrashDetected) -> str:
     )
 
 
+def _when(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp).strftime("%m-%d %H:%M:%S")
+
+
 class AlertsScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     AlertsScreen { align: center middle; }
@@ -54,9 +69,12 @@ class AlertsScreen(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape,A,q", "dismiss", "Close", id="alerts-close")]
 
-    def __init__(self, crashes: Iterable[CrashDetected]) -> None:
+    def __init__(
+        self, crashes: Iterable[CrashDetected], left_on: Iterable[LeftOnFound] = ()
+    ) -> None:
         super().__init__()
         self.crashes = sorted(crashes, key=lambda c: c.timestamp, reverse=True)
+        self.left_on = sorted(left_on, key=lambda f: f.timestamp, reverse=True)
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -64,7 +82,7 @@ class AlertsScreen(ModalScreen[None]):
             table: DataTable[str] = DataTable(cursor_type="row", zebra_stripes=True)
             table.add_columns("time", "host", "run", "signature", "flags", "line")
             for crash in self.crashes:
-                when = datetime.fromtimestamp(crash.timestamp).strftime("%m-%d %H:%M:%S")
+                when = _when(crash.timestamp)
                 older = "" if crash.live else " (before start)"
                 table.add_row(
                     when + older,
@@ -78,6 +96,10 @@ class AlertsScreen(ModalScreen[None]):
             # The highlighted alert in full, wrapped: on 80 columns the flags column ends
             # after its first words (`budget=3` for budget=32).
             yield Static("", id="alert-detail")
+            if self.left_on:
+                yield Static(f"[b]left on an unfinished change[/b] ({len(self.left_on)})")
+                lines = [f"{_when(f.timestamp)}  {f.text()}" for f in self.left_on]
+                yield Static(Text("\n".join(lines)), id="alert-left-on")
             yield Static("escape: close", classes="hint")
 
     def on_mount(self) -> None:

@@ -6,10 +6,11 @@ could only go to "the previous drop-in". Now each rollout writes an entry into
 `/var/lib/specops/UNIT/history.json` on the host (temp name + rename, through `sudo -n` when
 the profile says so) when it starts, and rewrites it with the outcome when it ends: the
 drop-in, the flag values, who and when, kept / rolled back (signature, stage) / failed, the
-accept length of its run. Any console and any profile name then agree on the history and on
-the last good entry (the newest one that survived its soak). A rollout killed half way leaves
-its entry "started"; the next one marks it "abandoned" and says so. A host never touched by
-specops gets entry 0, "original": the unit without specops' drop-in.
+accept length and generation throughput (mean tok/s over the soak's decode lines) of its
+run. Any console and any profile name then agree on the history and on the last good entry
+(the newest one that survived its soak). A rollout killed half way leaves its entry
+"started"; the next one marks it "abandoned" and says so. A host never touched by specops
+gets entry 0, "original": the unit without specops' drop-in.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from console.events import RolloutFinished, RolloutOutcome
+from console.events import RolloutFinished, RolloutOutcome, Throughput
 from console.profiles import FlagValue, Profile
 from console.service.flags import read_flags
 from console.service.unit import effective_service, without_file
@@ -76,6 +77,8 @@ class HistoryEntry:
     kept_to_crash_s: float | None = None
     """A crash during probation (console/tuning/probation.py): seconds after it was kept."""
     accept_len: float | None = None
+    throughput: Throughput | None = None
+    """Generation throughput over the soak window (absent in histories written before it)."""
     soaked_s: float | None = None
     restarts: int | None = None
     """NRestarts of the failing invocation, read before reset-failed cleared it."""
@@ -99,6 +102,10 @@ class HistoryEntry:
         names = set(cls.__dataclass_fields__)
         kept = {k: v for k, v in data.items() if k in names}
         kept["excerpt"] = tuple(str(line) for line in kept.get("excerpt") or ())
+        if (throughput := kept.get("throughput")) is not None:
+            kept["throughput"] = Throughput(
+                mean_tok_s=float(throughput["mean_tok_s"]), n=int(throughput["n"])
+            )
         entry = cls(**kept)
         if entry.outcome not in OUTCOMES or not isinstance(entry.n, int):
             raise ValueError(f"history entry {data.get('n')!r}: outcome {entry.outcome!r}")
@@ -274,6 +281,7 @@ class Recorder:
             stage=result.stage,
             ready_to_crash_s=result.ready_to_crash_s,
             accept_len=result.accept_len,
+            throughput=result.throughput,
             soaked_s=result.soaked_s,
             restarts=restarts,
             exception_line=result.exception_line,

@@ -5,8 +5,9 @@ After a restart the only trustworthy news about the new server is in its own jou
 long before `/health` could say anything. `InvocationWatch` follows the unit's journal from a
 cursor taken *before* the restart (so nothing between the restart and the follow is lost),
 keeps the lines, and for the invocation in focus reports the first crash signature, what
-the server was doing at the time, the first and the latest accept length it logged, and
-(by the journal's own timestamps) how long after "ready to roll" it died.
+the server was doing at the time, the first and the latest accept length it logged, each
+decode line's generation throughput, and (by the journal's own timestamps) how long after
+"ready to roll" it died.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ class InvocationWatch:
         self.phase = "starting"
         self.accept_len: float | None = None
         self.last_accept_len: float | None = None
+        self.gen_throughputs: list[float] = []
+        """Every decode line's `gen throughput` (tok/s), in order."""
         self.ready_at: float | None = None
         """Journal time (epoch seconds) of the server's "ready to roll" line."""
         self.crash_at: float | None = None
@@ -144,6 +147,8 @@ class InvocationWatch:
         if phase == "serving" and self.ready_at is None:
             self.ready_at = timestamp
         parsed = parse_line(message) if phase == "decoding" else None
+        if isinstance(parsed, DecodeBatch) and parsed.gen_throughput is not None:
+            self.gen_throughputs.append(parsed.gen_throughput)
         if isinstance(parsed, DecodeBatch) and parsed.accept_len is not None:
             self.last_accept_len = parsed.accept_len
             if self.accept_len is None:

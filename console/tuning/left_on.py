@@ -4,19 +4,23 @@ A change interrupted half way (the console killed, the link lost for good) leave
 entry "started" (or "abandoned", once a later run noticed); a change whose rollback failed
 ends "failed" with the rollback's error in its reason. Either way the unit files may not be
 what runs. `specops status` reads the host's history and the main process's own command
-line (console/service/running.py) and says, from those, what the host runs and why.
+line (console/service/running.py) and says, from those, what the host runs and why; the TUI
+does the same for each host whenever the fleet's status refresh sees a new run of its unit
+(`LeftOnWatch`, on the engine's loop): an alert and a notification naming the configuration.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
+from console.events import HostStateChanged, ServiceStatus
 from console.profiles import FlagValue
 from console.service.flags import format_value
 from console.service.running import read_running
-from console.transport.ssh import HostSession, RemoteError
+from console.transport.ssh import ConnState, HostSession, RemoteError
 from console.tuning import history
 from console.tuning.history import HistoryEntry
 
@@ -134,3 +138,98 @@ async def read_left_on(session: HostSession, files: Mapping[str, FlagValue]) -> 
         running = None
     values = running.flags(session.profile) if running is not None else None
     return left_on(entries, files, values)
+
+
+@dataclass(frozen=True)
+class LeftOnFound:
+    """A host a change did not finish on, found by the fleet's status refresh."""
+
+    host: str
+    left: LeftOn
+    timestamp: float = field(default_factory=time.time)
+
+    def text(self) -> str:
+        """`b300 left on: budget=4 … (change #1 by …, never finished: …)`."""
+        return f"{self.host} {self.left.text()}"
+
+
+def _key(status: ServiceStatus) -> object:
+    """What makes a status worth reading again: a new run, or other unit files."""
+    return (status.invocation_id, sorted(status.flags.items()))
+
+
+class LeftOnWatch:
+    """Reads what each host is left on whenever its status shows a run (or unit files) not
+    read before, and reports a host a change did not finish on, once per finding.
+
+    Feed it every fleet event (`observe`), on the loop that owns the sessions. A host with a
+    change of this console running is held (`hold`) until it ends (`release`, which reads it
+    again): its own "started" entry is not a change left unfinished.
+    """
+
+    def __init__(
+        self, sessions: Mapping[str, HostSession], on_found: Callable[[LeftOnFound], object]
+    ) -> None:
+        self.sessions = sessions
+        self.on_found = on_found
+        self.found: dict[str, LeftOnFound] = {}
+        """The hosts left on an unfinished change, as of their last read."""
+        self._seen: dict[str, object] = {}
+        self._status: dict[str, ServiceStatus] = {}
+        self._held: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def observe(self, event: object) -> None:
+        if isinstance(event, HostStateChanged) and event.state.state is ConnState.CONNECTED:
+            host = event.host
+            if host in self._status and host not in self._seen and host not in self._held:
+                self._read(host)  # a read the link cut short
+            return
+        if not isinstance(event, ServiceStatus) or event.error is not None:
+            return
+        if event.host not in self.sessions:
+            return
+        self._status[event.host] = event
+        if self._seen.get(event.host) != _key(event) and event.host not in self._held:
+            self._seen[event.host] = _key(event)
+            self._read(event.host)
+
+    def hold(self, host: str) -> None:
+        self._held.add(host)
+
+    def release(self, host: str) -> None:
+        """The console's own change on `host` ended: read what it left."""
+        self._held.discard(host)
+        self._seen.pop(host, None)
+        if host in self._status:
+            self._read(host)
+
+    def _read(self, host: str) -> None:
+        task = asyncio.create_task(self._check(host), name=f"left-on:{host}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _check(self, host: str) -> None:
+        # One read at a time per host: a later one sees what the earlier one reported.
+        async with self._locks.setdefault(host, asyncio.Lock()):
+            session = self.sessions[host]
+            left = await read_left_on(session, self._status[host].flags)
+            if host in self._held:
+                return
+            if session.state.state is not ConnState.CONNECTED:
+                self._seen.pop(host, None)  # the link went during the read: read again
+                return  # once it is back
+            self._seen[host] = _key(self._status[host])
+            if left is None:
+                self.found.pop(host, None)
+                return
+            before = self.found.get(host)
+            if before is None or before.left.text() != left.text():
+                self.found[host] = LeftOnFound(host, left)
+                self.on_found(self.found[host])
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

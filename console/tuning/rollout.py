@@ -124,7 +124,7 @@ class Rollout(RolloutSteps):
             invocation = await self._restart_and_wait(old_invocation)
             await self._smoke()
             accept_len = await self._settle(invocation)
-            await self._soak(invocation)
+            throughput = await self._soak(invocation)
         except (_Failure, RemoteError) as exc:
             failure = exc if isinstance(exc, _Failure) else _Failure(str(exc))
             return await self._fail(failure, previous, cause=exc)
@@ -134,6 +134,7 @@ class Rollout(RolloutSteps):
             invocation_id=invocation,
             flags=dict(self.plan.new_values),
             accept_len=accept_len,
+            throughput=throughput,
             soaked_s=self.soak_s,
         )
 

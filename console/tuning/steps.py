@@ -25,6 +25,7 @@ from console.events import (
     RolloutOutcome,
     RolloutProgress,
     RolloutStep,
+    Throughput,
 )
 from console.service.health import readiness_path
 from console.service.unit import ServiceExec, effective_service
@@ -395,14 +396,17 @@ class RolloutSteps:
             self._step(RolloutStep.SETTLE, "ok", f"accept len {watch.accept_len:.2f}")
         return watch.accept_len
 
-    async def _soak(self, invocation: str) -> None:
-        """Keep watching the new invocation for `soak_s`; then /health must still be 200."""
+    async def _soak(self, invocation: str) -> Throughput | None:
+        """Keep watching the new invocation for `soak_s`; then /health must still be 200.
+        Returns the generation throughput of the decode lines logged meanwhile (with no
+        soak, of those the rollout saw)."""
         watch = self._watch
         assert watch is not None
         seconds = self.soak_s
         if seconds <= 0:
             self._step(RolloutStep.SOAK, "skipped", "soak_s = 0")
-            return
+            return Throughput.of(watch.gen_throughputs)
+        start = len(watch.gen_throughputs)
         self._step(RolloutStep.SOAK, "running", f"{seconds:g}s")
 
         async def check() -> None:
@@ -431,8 +435,11 @@ class RolloutSteps:
         if not healthy:
             raise StepFailure(f"not healthy at the end of the soak ({detail})", phase=watch.phase)
         accept = watch.last_accept_len
+        throughput = Throughput.of(watch.gen_throughputs[start:])
         tail = f", accept len {accept:.2f}" if accept is not None else ""
+        tail += f", gen {throughput.text()}" if throughput is not None else ""
         self._step(RolloutStep.SOAK, "ok", f"{seconds:g}s on invocation {invocation[:12]}{tail}")
+        return throughput
 
     def _finished(
         self, outcome: RolloutOutcome, reason: str = "", **fields: Any

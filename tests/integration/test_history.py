@@ -86,6 +86,10 @@ async def test_history_records_each_change_and_the_original_newest_first(
     assert crashed["stage"] == "capture" and "CUDA error" in crashed["exception_line"]
     assert crashed["restarts"] is not None  # read before reset-failed cleared it
     assert kept["values"]["budget"] == 4 and kept["soaked_s"] == 1.0 and kept["who"]
+    # The run's generation throughput: the soak's decode lines, as the server logged them
+    # (the simulator generates 760-1740 tok/s).
+    assert kept["throughput"]["n"] > 0 and 700 < kept["throughput"]["mean_tok_s"] < 1800
+    assert crashed["throughput"] is None  # it never reached the soak
     assert kept["dropin"] == sim.hosts["b300"].local(DROPIN).read_text()
     assert original["values"]["budget"] == 8 and original["dropin"] is None
     # The file is the host's: written in one step, nothing half-written left beside it.
@@ -99,6 +103,8 @@ async def test_history_records_each_change_and_the_original_newest_first(
     lines = text.splitlines()
     assert "  2  rolled_back  change" in lines[1] and "budget=16" in lines[1]
     assert any("last exception: torch.AcceleratorError: CUDA error" in line for line in lines)
+    mean, n = kept["throughput"]["mean_tok_s"], kept["throughput"]["n"]
+    assert any(f"gen {mean:.1f} tok/s (n={n})" in line for line in lines)
     assert lines[-1] == "* last good: entry 1 (kept)"
 
 

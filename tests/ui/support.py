@@ -18,13 +18,14 @@ from console.sim.sglang import Timing
 
 @contextlib.asynccontextmanager
 async def simulated_fleet(
-    tmp_path: Path, hosts: int, decode_interval_s: float
+    tmp_path: Path, hosts: int, decode_interval_s: float, keepalive_s: float = 5.0
 ) -> AsyncIterator[SimFleet]:
     """Simulated hosts on the test's own loop, stopped (bounded) however the test ends."""
     sim = SimFleet(
         tmp_path / "sim",
         hosts=hosts,
         timing=Timing(load_s=0.3, decode_interval_s=decode_interval_s),
+        keepalive_s=keepalive_s,
     )
     await sim.start()
     try:

@@ -120,6 +120,11 @@ async def test_the_history_view_lists_each_change_newest_first_with_its_outcome(
         assert crashed[2] == "rolled back: illegal_memory_access in capture"
         assert kept[1] == "now·good" and kept[3] == "budget=4" and kept[2] == "kept"
         assert kept[4].startswith("accept ") and kept[4].endswith("up 1s")
+        # The run's throughput, as the host's history recorded it.
+        assert screen.history is not None
+        recorded = next(e for e in screen.history.entries if e.n == 1).throughput
+        assert recorded is not None and recorded.n > 0
+        assert f" · {recorded.mean_tok_s:.1f} tok/s (n={recorded.n}) · " in kept[4]
         assert "@" in kept[6]  # who: user@machine
         assert original[2] == "original" and original[6] == "the unit's own files"
         assert original[3] == "the unit's own values"
@@ -152,6 +157,10 @@ async def test_R_and_confirm_roll_back_to_the_configuration_before(
         assert "rollback · b300" in text_of(view.query_one("#rollout-title", Static))
         steps = view.query_one("#rollout-table", DataTable)
         assert [str(steps.get_cell(k, "state")) for k in ("smoke test", "soak")] == ["ok", "ok"]
+        # Its own entry, "started" while it ran, was never reported as a change left unfinished.
+        await pilot.pause(0.5)
+        assert not [n for n in app._notifications if "left on" in str(n.message)]
+        assert not app.left_ons
         await pilot.press("escape")
         await pilot.press("q")
     flags = await specops_flags(fleet, capsys)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 import pytest
 
+from console.events import Throughput
 from console.transport import remote
 from console.tuning.history import (
     HistoryEntry,
@@ -49,6 +53,21 @@ def test_an_entry_survives_its_json_record_and_a_bad_outcome_is_refused() -> Non
     assert HistoryEntry.from_record(original.record()) == original
     with pytest.raises(ValueError, match="outcome 'fine'"):
         HistoryEntry.from_record({**original.record(), "outcome": "fine"})
+
+
+def test_the_run_s_throughput_survives_the_record_and_old_files_without_it_still_load() -> None:
+    kept = replace(HISTORY[3], accept_len=4.4, throughput=Throughput.of([800.0, 820.0, 840.0]))
+    assert kept.throughput == Throughput(mean_tok_s=820.0, n=3)
+    record = json.loads(json.dumps(kept.record()))  # as the host's file holds it
+    assert record["throughput"] == {"mean_tok_s": 820.0, "n": 3}
+    assert HistoryEntry.from_record(record) == kept
+    # A history written before the field existed: no "throughput" key at all.
+    old = {k: v for k, v in record.items() if k != "throughput"}
+    assert HistoryEntry.from_record(old).throughput is None
+    assert HistoryEntry.from_record({**record, "throughput": None}).throughput is None
+    with pytest.raises(KeyError):  # load() reports it as "not a specops history"
+        HistoryEntry.from_record({**record, "throughput": {"n": 3}})
+    assert Throughput.of([]) is None
 
 
 def test_last_good_is_the_newest_soaked_entry_and_rollback_goes_before_the_current() -> None:

@@ -6,10 +6,12 @@ from dataclasses import replace
 
 import pytest
 
+from console.events import Throughput
 from console.tuning.history import current_entry
 from console.tuning.history_rows import (
     HostHistory,
     changes_text,
+    detail_lines,
     outcome_text,
     run_text,
     when_text,
@@ -61,6 +63,11 @@ def test_the_run_and_the_time_are_shown_when_known() -> None:
     kept = replace(HISTORY[1], accept_len=4.312, soaked_s=60.0, started_at=1764625200.0)
     assert run_text(kept) == "accept 4.31 · up 60s"
     assert run_text(HISTORY[2]) == ""
+    measured = replace(kept, throughput=Throughput(mean_tok_s=812.44, n=10), invocation_id="ab")
+    assert run_text(measured) == "accept 4.31 · 812.4 tok/s (n=10) · up 60s"
+    assert detail_lines(measured) == [
+        "accept len 4.31, gen 812.4 tok/s (n=10), stayed up 60s, invocation ab"
+    ]
     assert when_text(kept) == "12-01 21:40:00"  # UTC, as `specops history` prints it
 
 
