@@ -86,28 +86,51 @@ recovers from.
 # and only a line that passes walks the table. Each `in` costs about the same whatever the
 # needle, so they are as few as cover the table: a new signature needs one of these (or a new
 # one) in every alternative, and the per-release crash fixtures check that each passes the gate.
-_CRASH_NEEDLES = (
-    "emory",  # illegal memory access, OutOfMemoryError, out of memory, Not enough memory
-    "rror",  # CUDA error, NCCL error, ncclUnhandledCudaError, ncclSystemError
-    "failed",  # Capture ... graph failed, Capture single-CG ... failed, Health check failed
-    "atchdog",  # NCCL watchdogs, [Ww]atchdog timeout
-    "xception",  # Scheduler / DetokenizerManager hit an exception
-    "Traceback",  # 0.3.6's bare scheduler traceback
-    "CUBLAS",
-    "fault",  # Segmentation fault
-    "crashed",
-    "eceived",  # Received sigquit, SIGQUIT received, Received SIGQUIT from scheduler
+_CRASH_NEEDLES: tuple[bytes, ...] = tuple(
+    needle.encode()
+    for needle in (
+        "emory",  # illegal memory access, OutOfMemoryError, out of memory, Not enough memory
+        "rror",  # CUDA error, NCCL error, ncclUnhandledCudaError, ncclSystemError
+        "failed",  # Capture ... graph failed, Capture single-CG ... failed, Health check failed
+        "atchdog",  # NCCL watchdogs, [Ww]atchdog timeout
+        "xception",  # Scheduler / DetokenizerManager hit an exception
+        "Traceback",  # 0.3.6's bare scheduler traceback
+        "CUBLAS",
+        "fault",  # Segmentation fault
+        "crashed",
+        "eceived",  # Received sigquit, SIGQUIT received, Received SIGQUIT from scheduler
+    )
 )
+
+
+_DIGITS = b"0123456789"
+CLEAN_KEPT = 256
+"""Layouts of needle-free lines remembered (a server's flood repeats a handful)."""
+CLEAN_CHARS = 1024
+"""Lines longer than this are not remembered, so the memory stays bounded (≤ 256 KiB)."""
+_clean: set[bytes] = set()
+"""Lines with their digits taken out (a line's layout) that hold no needle."""
 
 
 def crash_signature(message: str) -> str | None:
     """The name of the first `CRASH_SIGNATURES` entry found in `message`, else None."""
     if "\x1b" in message:
         message = _ANSI_RE.sub("", message)
+    # No needle holds a digit, so taking the digits out keeps every needle a line holds: a line
+    # whose layout (the rest) is known to hold none holds none. A flood's lines differ only in
+    # their numbers, so most are one bytes.translate and a set lookup, not ten scans.
+    # (UTF-8: a needle's ASCII bytes never occur inside another character's encoding.)
+    layout = message.encode("utf-8", "surrogatepass").translate(None, _DIGITS)
+    if layout in _clean:
+        return None
     for needle in _CRASH_NEEDLES:
-        if needle in message:
+        if needle in layout:
             break
     else:
+        if len(layout) <= CLEAN_CHARS:
+            if len(_clean) >= CLEAN_KEPT:
+                _clean.clear()
+            _clean.add(layout)
         return None
     for name, pattern in CRASH_SIGNATURES:
         if pattern.search(message) is not None:
