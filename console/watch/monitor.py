@@ -123,7 +123,11 @@ class HostMonitor:
         values: dict[str, float] = {}
         newest: JournalEntry | None = None
         metrics = self.metrics
-        custom = self.custom if len(self.custom) else None
+        custom: CustomMetrics | None = None
+        if len(self.custom):
+            records = records if isinstance(records, list | tuple) else list(records)
+            if self.custom.may_match([record.message for record in records]):
+                custom = self.custom
         # A slice's decode lines go to the series together (`_record_decodes`), before anything
         # else that touches the series or `values` (a restart, another parsed line, a match).
         stamps: list[float] = []

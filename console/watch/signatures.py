@@ -165,6 +165,20 @@ def record_signature(lines: Iterable[str]) -> str | None:
 # --- User-defined metrics ------------------------------------------------------------------
 
 
+_CONTEXTUAL = re.compile(r"\\[AZ]|\(\?[=!<>]|[*+?}]\+")
+"""What can match a line alone and not within lines joined by newlines: `\\A`, `\\Z`,
+lookarounds, atomic groups, possessive quantifiers. (`^` and `$` match at every line with
+MULTILINE, `\\b` sees a newline as the line's edge, and anything else only matches more.)"""
+
+
+def _gate(regex: str) -> re.Pattern[str] | None:
+    """The pattern for searching many lines joined by newlines (every match a line alone has,
+    the joined text has too); None when the pattern has something that may differ."""
+    if _CONTEXTUAL.search(regex) is not None:
+        return None
+    return re.compile(regex, re.MULTILINE)
+
+
 class CustomMetrics:
     """The `[[metrics]]` patterns of a profile, compiled once and matched against each line.
 
@@ -172,10 +186,21 @@ class CustomMetrics:
     skipped rather than raising, because the pattern is the user's and the line is the server's.
     """
 
-    __slots__ = ("_patterns",)
+    __slots__ = ("_gates", "_patterns")
 
     def __init__(self, patterns: Iterable[MetricPattern]) -> None:
         self._patterns = tuple((p.name, re.compile(p.regex)) for p in patterns)
+        gates = [_gate(p.regex) for p in patterns]
+        self._gates = None if None in gates else tuple(g for g in gates if g is not None)
+        """One search per pattern over a slice's lines joined, when every pattern allows it."""
+
+    def may_match(self, messages: list[str]) -> bool:
+        """False when no pattern matches any of these lines (`match` of each would find
+        nothing); True when one may. A flood's slice is one search a pattern, not one a line."""
+        if self._gates is None:
+            return True
+        joined = "\n".join(messages)
+        return any(gate.search(joined) is not None for gate in self._gates)
 
     @property
     def names(self) -> tuple[str, ...]:
