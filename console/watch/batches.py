@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 from console.watch.header import Header, prefix_header
 
+_isfinite = math.isfinite
+
 __all__ = [
     "DecodeBatch",
     "DecodeNumbers",
@@ -99,7 +101,7 @@ SHAPES_KEPT = 8
 class _Shape:
     """One layout of a batch line's fields, compiled."""
 
-    __slots__ = ("_graph", "_keys", "_numbers", "charted", "fullmatch")
+    __slots__ = ("_charted_all", "_graph", "_keys", "_numbers", "charted", "fullmatch")
 
     def __init__(
         self, regex: str, keys: tuple[str, ...], groups: int, graph: tuple[int, str] | None
@@ -110,11 +112,19 @@ class _Shape:
         numbers = [i for i in range(groups) if graph is None or i != graph[0]]
         self._numbers = operator.itemgetter(*numbers) if len(numbers) > 1 else None
         self.charted: tuple[int, int, int, int, int] | None = None
-        """Where `decode_numbers`' five fields are among the numbers (-1: absent); None when
+        """Where `decode_numbers`' five fields are among the groups (-1: absent); None when
         a key repeats (the field-by-field reading keeps the last one)."""
+        self._charted_all: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None
+        """The five charted groups, when the shape has all five (most decode lines)."""
         if len(set(keys)) == len(keys):
-            gen, run, queue, length, rate = (keys.index(k) if k in keys else -1 for k in _CHARTED)
+            at = [keys.index(k) if k in keys else -1 for k in _CHARTED]
+            # A key's group: its number's index, one more past the graph group.
+            gen, run, queue, length, rate = (
+                i if i < 0 or graph is None or i < graph[0] else i + 1 for i in at
+            )
             self.charted = (gen, run, queue, length, rate)
+            if min(self.charted) >= 0:
+                self._charted_all = operator.itemgetter(*self.charted)
 
     def floats(self, groups: tuple[str, ...]) -> list[float] | None:
         """The numbers in key order; None when one is no finite number."""
@@ -124,6 +134,37 @@ class _Shape:
         except ValueError:
             return None
         return numbers if math.isfinite(sum(numbers)) else None
+
+    def charted_numbers(self, groups: tuple[str, ...]) -> DecodeNumbers | None:
+        """`decode_numbers` of a line of this shape (whose keys are unique); None when one of
+        the five is no finite number (the field-by-field reading then skips it). The other
+        fields are not read: the field-by-field reading skips a bad one and keeps these."""
+        charted = self.charted
+        assert charted is not None
+        graph = self._graph
+        backend, ran = (None, None) if graph is None else (graph[1], groups[graph[0]] == "True")
+        pick = self._charted_all
+        try:
+            if pick is not None:
+                gen, running, queue, length, rate = map(float, pick(groups))
+                if not _isfinite(gen + running + queue + length + rate):
+                    return None
+                return (gen, int(running), int(queue), length, rate, backend, ran)
+            numbers = [None if i < 0 else float(groups[i]) for i in charted]
+        except ValueError:
+            return None
+        if not _isfinite(sum(n for n in numbers if n is not None)):
+            return None
+        gen_, running_, queue_, length_, rate_ = numbers
+        return (
+            gen_,
+            None if running_ is None else int(running_),
+            None if queue_ is None else int(queue_),
+            length_,
+            rate_,
+            backend,
+            ran,
+        )
 
     def graph(self, groups: tuple[str, ...]) -> tuple[str | None, bool | None]:
         """The line's graph backend and whether it ran in a graph (None, None: not printed)."""
@@ -336,21 +377,11 @@ def decode_numbers(message: str) -> DecodeNumbers | None:
         return None
     text = message[match.end() :]
     found = _match_decode_shape(text)
-    charted = None if found is None else found[0].charted
-    if found is not None and charted is not None:
-        # Straight from the shape's numbers: no dict of every field.
-        shape, groups = found
-        numbers = shape.floats(groups)
+    if found is not None and found[0].charted is not None:
+        # Straight from the shape's groups: no dict of every field, no float of the others.
+        numbers = found[0].charted_numbers(found[1])
         if numbers is not None:
-            at_gen, at_running, at_queue, at_length, at_rate = charted
-            return (
-                numbers[at_gen] if at_gen >= 0 else None,
-                int(numbers[at_running]) if at_running >= 0 else None,
-                int(numbers[at_queue]) if at_queue >= 0 else None,
-                numbers[at_length] if at_length >= 0 else None,
-                numbers[at_rate] if at_rate >= 0 else None,
-                *shape.graph(groups),
-            )
+            return numbers
     values, backend, graph = _read_decode_fields(text)
     if not values and graph is None:
         return None

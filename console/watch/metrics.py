@@ -62,6 +62,8 @@ BUILTIN_SERIES = (
     "input_throughput",
 )
 """Series `HostMetrics.observe` feeds: `input_throughput` from prefill lines, the rest decode."""
+_DECODE_SERIES = ("gen_throughput", "running_req", "queue_req", "accept_len", "accept_rate")
+"""The series of `DecodeNumbers`' first five fields, in that order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +205,45 @@ class Series:
         if value > self._inv_max:
             self._inv_max = value
         self._inv_last = value
+        self._inv_cache = None
+        return True
+
+    def extend(self, ts: Sequence[float], values: Sequence[float]) -> bool:
+        """Record many samples in order, as `append` one by one would; False (nothing
+        recorded) when any time or value is not finite: append those one by one instead.
+
+        A journal slice's decode lines go in at once: one ring write and one update of the
+        running totals, not five `append` calls a line."""
+        n = len(values)
+        if n != len(ts):
+            raise ValueError(f"{len(ts)} times for {n} values")
+        if not n:
+            return True
+        if not (all(map(_isfinite, values)) and all(map(_isfinite, ts))):
+            return False
+        maxlen, times, kept = self._maxlen, self._ts, self._values
+        done = 0
+        room = maxlen - len(times)
+        if room > 0:
+            done = min(room, n)
+            times.extend(ts[:done])
+            kept.extend(values[:done])
+        at = self._next
+        while done < n:  # the ring is full: overwrite from `_next` on, wrapping at the end
+            k = min(n - done, maxlen - at)
+            times[at : at + k] = array("d", ts[done : done + k])
+            kept[at : at + k] = array("d", values[done : done + k])
+            done += k
+            at = at + k if at + k < maxlen else 0
+        self._next = at
+        self._inv_count += n
+        self._inv_sum = sum(values, self._inv_sum)  # left to right, as `append` adds
+        low, high = min(values), max(values)
+        if low < self._inv_min:
+            self._inv_min = low
+        if high > self._inv_max:
+            self._inv_max = high
+        self._inv_last = values[-1]
         self._inv_cache = None
         return True
 
@@ -373,6 +414,43 @@ class HostMetrics:
             self.graph, self.graph_backend, self.graph_ts = graph, backend, ts
             recorded = True
         return recorded
+
+    def observe_decodes(
+        self, stamps: Sequence[float], decoded: Sequence[DecodeNumbers]
+    ) -> Sequence[DecodeNumbers]:
+        """`observe_decode` of many decode lines (times `stamps`), in order, a series at a
+        time; the numbers of the lines that recorded something (every line's, when all its
+        numbers are finite: a line that has none recorded nothing and adds nothing)."""
+        if not all(map(_isfinite, stamps)):
+            return self._observe_each(stamps, decoded)
+        columns = list(zip(*decoded, strict=True))
+        if not columns:
+            return decoded
+        writes: list[tuple[Series, Sequence[float], Sequence[float]]] = []
+        for name, column in zip(_DECODE_SERIES, columns, strict=False):
+            times: Sequence[float] = stamps
+            numbers: Sequence[float] = column
+            if None in column:
+                pairs = [(t, v) for t, v in zip(stamps, column, strict=True) if v is not None]
+                if not pairs:
+                    continue
+                times, numbers = ([t for t, _ in pairs], [v for _, v in pairs])
+            if not all(map(_isfinite, numbers)):
+                return self._observe_each(stamps, decoded)
+            writes.append((self._series[name], times, numbers))
+        for series, times, numbers in writes:
+            series.extend(times, numbers)
+        backends, graphs = columns[5], columns[6]
+        for i in range(len(graphs) - 1, -1, -1):  # the newest line that printed its graph
+            if graphs[i] is not None:
+                self.graph, self.graph_backend, self.graph_ts = graphs[i], backends[i], stamps[i]
+                break
+        return decoded
+
+    def _observe_each(
+        self, stamps: Sequence[float], decoded: Sequence[DecodeNumbers]
+    ) -> list[DecodeNumbers]:
+        return [n for t, n in zip(stamps, decoded, strict=True) if self.observe_decode(t, n)]
 
     def observe_custom(self, matches: Iterable[tuple[str, float]], ts: float) -> None:
         """Record `CustomMetrics.match` results. Names share the built-in namespace."""

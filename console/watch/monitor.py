@@ -20,6 +20,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from console.events import (
     CrashDetected,
@@ -121,14 +122,27 @@ class HostMonitor:
         events: list[MonitorEvent] = []
         values: dict[str, float] = {}
         newest: JournalEntry | None = None
+        metrics = self.metrics
+        custom: CustomMetrics | None = None
+        if len(self.custom):
+            records = records if isinstance(records, list | tuple) else list(records)
+            if self.custom.may_match([record.message for record in records]):
+                custom = self.custom
+        # A slice's decode lines go to the series together (`_record_decodes`), before anything
+        # else that touches the series or `values` (a restart, another parsed line, a match).
+        stamps: list[float] = []
+        decoded: list[DecodeNumbers] = []
         for record in records:
             newest = record
             invocation = record.invocation
-            if invocation is not None and invocation != self.metrics.invocation_id:
-                previous = self.metrics.invocation_id
+            if invocation is not None and invocation != metrics.invocation_id:
+                if stamps:
+                    self._record_decodes(stamps, decoded, values)
+                    stamps, decoded = [], []
+                previous = metrics.invocation_id
                 self.restarts.invocation(invocation, record.timestamp, first=previous is None)
                 self._decodes.clear()
-                self.metrics.new_invocation(
+                metrics.new_invocation(
                     invocation, self._flags.get(invocation), now=record.timestamp
                 )
                 if previous is not None:
@@ -142,33 +156,60 @@ class HostMonitor:
                 # What parse_line does for these, without building the DecodeBatch.
                 numbers = decode_numbers(text)
                 if numbers is not None:
-                    self._decodes.append(record.timestamp)
-                    if self.metrics.observe_decode(record.timestamp, numbers):
-                        _decode_values(values, numbers)
+                    stamps.append(record.timestamp)
+                    decoded.append(numbers)
             else:
+                if stamps:
+                    self._record_decodes(stamps, decoded, values)
+                    stamps, decoded = [], []
                 parsed = parse_line(text)
                 if isinstance(parsed, DecodeBatch):
                     self._decodes.append(record.timestamp)
-                if parsed is not None and self.metrics.observe(parsed, record.timestamp):
+                if parsed is not None and metrics.observe(parsed, record.timestamp):
                     values.update(_numbers(parsed))
                 elif isinstance(parsed, ServerReady):
                     events.append(ServiceReady(self.host, invocation, record.timestamp))
-            if len(self.custom):
-                matches = self.custom.match(record.message)
-                self.metrics.observe_custom(matches, record.timestamp)
-                values.update(matches)
+            if custom is not None:
+                matches = custom.match(record.message)
+                if matches:
+                    if stamps:
+                        self._record_decodes(stamps, decoded, values)
+                        stamps, decoded = [], []
+                    metrics.observe_custom(matches, record.timestamp)
+                    values.update(matches)
             if record.crash is not None:
                 crash = self._crash(record, live)
                 if crash is not None:
                     events.append(crash)
+        if stamps:
+            self._record_decodes(stamps, decoded, values)
         if newest is not None:
             self._newest = max(self._newest, newest.timestamp)
             if live:
                 # Windows are read in the host's clock: track how far it is from ours.
                 self._clock_offset = newest.timestamp - time.time()
         if values:
-            events.append(MetricsUpdated(self.host, self._newest, values, graph=self.metrics.graph))
+            events.append(MetricsUpdated(self.host, self._newest, values, graph=metrics.graph))
         return events
+
+    def _record_decodes(
+        self, stamps: list[float], decoded: list[DecodeNumbers], values: dict[str, float]
+    ) -> None:
+        """Decode lines' numbers into the series, and the newest of each into `values`."""
+        self._decodes.extend(stamps)
+        recorded = self.metrics.observe_decodes(stamps, decoded)
+        if len(recorded) == 1:
+            _decode_values(values, recorded[0])
+            return
+        newest: list[Any] = [None] * 5
+        for numbers in reversed(recorded):  # usually the last line has all five
+            for i in range(5):
+                if newest[i] is None:
+                    newest[i] = numbers[i]
+            if None not in newest:
+                break
+        gen, running, queue, accept_len, accept_rate = newest
+        _decode_values(values, (gen, running, queue, accept_len, accept_rate, None, None))
 
     def _crash(self, record: JournalEntry, live: bool) -> CrashDetected | None:
         signature = record.crash

@@ -86,28 +86,51 @@ recovers from.
 # and only a line that passes walks the table. Each `in` costs about the same whatever the
 # needle, so they are as few as cover the table: a new signature needs one of these (or a new
 # one) in every alternative, and the per-release crash fixtures check that each passes the gate.
-_CRASH_NEEDLES = (
-    "emory",  # illegal memory access, OutOfMemoryError, out of memory, Not enough memory
-    "rror",  # CUDA error, NCCL error, ncclUnhandledCudaError, ncclSystemError
-    "failed",  # Capture ... graph failed, Capture single-CG ... failed, Health check failed
-    "atchdog",  # NCCL watchdogs, [Ww]atchdog timeout
-    "xception",  # Scheduler / DetokenizerManager hit an exception
-    "Traceback",  # 0.3.6's bare scheduler traceback
-    "CUBLAS",
-    "fault",  # Segmentation fault
-    "crashed",
-    "eceived",  # Received sigquit, SIGQUIT received, Received SIGQUIT from scheduler
+_CRASH_NEEDLES: tuple[bytes, ...] = tuple(
+    needle.encode()
+    for needle in (
+        "emory",  # illegal memory access, OutOfMemoryError, out of memory, Not enough memory
+        "rror",  # CUDA error, NCCL error, ncclUnhandledCudaError, ncclSystemError
+        "failed",  # Capture ... graph failed, Capture single-CG ... failed, Health check failed
+        "atchdog",  # NCCL watchdogs, [Ww]atchdog timeout
+        "xception",  # Scheduler / DetokenizerManager hit an exception
+        "Traceback",  # 0.3.6's bare scheduler traceback
+        "CUBLAS",
+        "fault",  # Segmentation fault
+        "crashed",
+        "eceived",  # Received sigquit, SIGQUIT received, Received SIGQUIT from scheduler
+    )
 )
+
+
+_DIGITS = b"0123456789"
+CLEAN_KEPT = 256
+"""Layouts of needle-free lines remembered (a server's flood repeats a handful)."""
+CLEAN_CHARS = 1024
+"""Lines longer than this are not remembered, so the memory stays bounded (≤ 256 KiB)."""
+_clean: set[bytes] = set()
+"""Lines with their digits taken out (a line's layout) that hold no needle."""
 
 
 def crash_signature(message: str) -> str | None:
     """The name of the first `CRASH_SIGNATURES` entry found in `message`, else None."""
     if "\x1b" in message:
         message = _ANSI_RE.sub("", message)
+    # No needle holds a digit, so taking the digits out keeps every needle a line holds: a line
+    # whose layout (the rest) is known to hold none holds none. A flood's lines differ only in
+    # their numbers, so most are one bytes.translate and a set lookup, not ten scans.
+    # (UTF-8: a needle's ASCII bytes never occur inside another character's encoding.)
+    layout = message.encode("utf-8", "surrogatepass").translate(None, _DIGITS)
+    if layout in _clean:
+        return None
     for needle in _CRASH_NEEDLES:
-        if needle in message:
+        if needle in layout:
             break
     else:
+        if len(layout) <= CLEAN_CHARS:
+            if len(_clean) >= CLEAN_KEPT:
+                _clean.clear()
+            _clean.add(layout)
         return None
     for name, pattern in CRASH_SIGNATURES:
         if pattern.search(message) is not None:
@@ -142,6 +165,20 @@ def record_signature(lines: Iterable[str]) -> str | None:
 # --- User-defined metrics ------------------------------------------------------------------
 
 
+_CONTEXTUAL = re.compile(r"\\[AZ]|\(\?[=!<>]|[*+?}]\+")
+"""What can match a line alone and not within lines joined by newlines: `\\A`, `\\Z`,
+lookarounds, atomic groups, possessive quantifiers. (`^` and `$` match at every line with
+MULTILINE, `\\b` sees a newline as the line's edge, and anything else only matches more.)"""
+
+
+def _gate(regex: str) -> re.Pattern[str] | None:
+    """The pattern for searching many lines joined by newlines (every match a line alone has,
+    the joined text has too); None when the pattern has something that may differ."""
+    if _CONTEXTUAL.search(regex) is not None:
+        return None
+    return re.compile(regex, re.MULTILINE)
+
+
 class CustomMetrics:
     """The `[[metrics]]` patterns of a profile, compiled once and matched against each line.
 
@@ -149,10 +186,21 @@ class CustomMetrics:
     skipped rather than raising, because the pattern is the user's and the line is the server's.
     """
 
-    __slots__ = ("_patterns",)
+    __slots__ = ("_gates", "_patterns")
 
     def __init__(self, patterns: Iterable[MetricPattern]) -> None:
         self._patterns = tuple((p.name, re.compile(p.regex)) for p in patterns)
+        gates = [_gate(p.regex) for p in patterns]
+        self._gates = None if None in gates else tuple(g for g in gates if g is not None)
+        """One search per pattern over a slice's lines joined, when every pattern allows it."""
+
+    def may_match(self, messages: list[str]) -> bool:
+        """False when no pattern matches any of these lines (`match` of each would find
+        nothing); True when one may. A flood's slice is one search a pattern, not one a line."""
+        if self._gates is None:
+            return True
+        joined = "\n".join(messages)
+        return any(gate.search(joined) is not None for gate in self._gates)
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -78,3 +78,16 @@ def test_ssh_configs_own_known_hosts_file_is_honoured_but_none_is_not(
     other = _profile(tmp_path, host="other", config_file=str(config))
     assert known_hosts_path(other) == isolated_home / ".ssh" / "known_hosts"
     assert connect_options(other)["known_hosts"] is not None
+
+
+def test_aes_gcm_is_offered_first_unless_ssh_config_names_ciphers(tmp_path: Path) -> None:
+    """The journal's packets cost a fifth with AES-GCM; an operator's `Ciphers` still wins."""
+    opts = connect_options(_profile(tmp_path))
+    assert opts["encryption_algs"][:2] == ["aes128-gcm@openssh.com", "aes256-gcm@openssh.com"]
+    assert "chacha20-poly1305@openssh.com" in opts["encryption_algs"]  # still accepted
+    config = tmp_path / "ssh_config"
+    config.write_text("Host *\n  Ciphers chacha20-poly1305@openssh.com\n")
+    opts = connect_options(_profile(tmp_path, config_file=str(config)))
+    assert "encryption_algs" not in opts
+    resolved = asyncssh.SSHClientConnectionOptions(host="gpu-alias", client_keys=None, **opts)
+    assert list(resolved.encryption_algs) == [b"chacha20-poly1305@openssh.com"]

@@ -111,3 +111,22 @@ def test_the_monitors_decode_numbers_are_the_decode_batchs(line: str) -> None:
     _fresh_shapes()
     for _ in range(2):  # field by field, then through the shape
         assert decode_numbers(line) == _numbers(parse_decode(line))
+
+
+@pytest.mark.parametrize("token", ["inf", "nan", "1e400", "x", "", "1_0"])
+def test_a_bad_uncharted_number_in_a_known_shape_keeps_the_charted_ones(token: str) -> None:
+    """`decode_numbers` reads only the five charted groups of a shaped line: a field it does
+    not chart that is no finite number changes nothing, as in the field-by-field reading."""
+    line = (
+        "[2026-01-02 03:04:00 TP0] Decode batch, #running-req: 48, #token: {}, "
+        "token usage: 0.50, accept len: 4.12, accept rate: 0.41, cuda graph: True, "
+        "gen throughput (token/s): 99.00, #queue-req: 3"
+    )
+    _fresh_shapes()
+    decode_numbers(line.format(60123))  # the shape is in place
+    odd = line.format(token)
+    assert (
+        decode_numbers(odd)
+        == _numbers(parse_decode(odd))
+        == (99.0, 48, 3, 4.12, 0.41, "cuda", True)
+    )

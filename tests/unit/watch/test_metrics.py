@@ -348,3 +348,63 @@ def test_a_flood_summary_shares_one_window() -> None:
     summary = host.summary("accept_len", now=1001.0)
     assert summary.minute is summary.ten_minutes  # computed once
     assert summary.minute is not None and summary.minute.count == 1000
+
+
+def _state(series: Series) -> tuple[object, ...]:
+    return (
+        series.samples(),
+        series.last,
+        series.invocation(),
+        series.nested_windows(1e9, 5.0, 50.0, current=True),
+    )
+
+
+@given(
+    st.lists(st.floats(min_value=-1e9, max_value=1e9, allow_nan=False), max_size=120),
+    st.lists(st.integers(min_value=0, max_value=40), max_size=6),
+    st.integers(min_value=1, max_value=50),
+)
+def test_extend_keeps_what_appending_one_by_one_keeps(
+    values: list[float], cuts: list[int], maxlen: int
+) -> None:
+    """A slice at a time (across the ring's wrap, over more than `maxlen` at once) is the same
+    series, totals and windows as one sample at a time."""
+    one, many = Series(maxlen=maxlen), Series(maxlen=maxlen)
+    stamps = [float(i) for i in range(len(values))]
+    for t, v in zip(stamps, values, strict=True):
+        one.append(t, v)
+    start = 0
+    for end in [*(min(len(values), start + cut) for cut in cuts), len(values)]:
+        end = max(start, end)
+        assert many.extend(stamps[start:end], values[start:end])
+        start = end
+    assert _state(many) == _state(one)
+
+
+def test_extend_records_nothing_when_a_value_is_not_finite() -> None:
+    series = Series(maxlen=10)
+    assert not series.extend([1.0, 2.0], [3.0, math.inf])
+    assert not series.extend([1.0, math.nan], [3.0, 4.0])
+    assert len(series) == 0 and series.invocation() is None
+
+
+def test_observe_decodes_matches_observe_decode_line_by_line() -> None:
+    """The monitor's slice path: the same series, graph state and recorded lines, including
+    lines without accept numbers, without a graph, and one whose throughput is not finite."""
+    lines = [
+        (1.0, (100.0, 4, 0, 3.0, 0.25, "cuda", True)),
+        (2.0, (110.0, 5, 1, None, None, None, None)),
+        (3.0, (120.0, 6, 0, 3.5, 0.3, "cuda", False)),
+        (4.0, (None, None, None, None, None, None, None)),
+    ]
+    broken = [*lines, (5.0, (math.inf, 7, 0, 3.1, 0.2, None, None))]
+    for batch in (lines, broken):
+        one, many = HostMetrics("h", maxlen=3), HostMetrics("h", maxlen=3)
+        recorded_one = [n for t, n in batch if one.observe_decode(t, n)]
+        recorded_many = many.observe_decodes([t for t, _ in batch], [n for _, n in batch])
+        for name in BUILTIN_SERIES:
+            assert _state(many._series[name]) == _state(one._series[name]), name
+        assert (many.graph, many.graph_backend, many.graph_ts) == (False, "cuda", 3.0)
+        assert (one.graph, one.graph_backend, one.graph_ts) == (False, "cuda", 3.0)
+        # Every line with a number recorded it (the all-None line adds nothing either way).
+        assert [n for n in recorded_many if any(x is not None for x in n)] == recorded_one

@@ -209,3 +209,20 @@ def test_views_read_while_the_engine_thread_feeds_records() -> None:
     assert failures == [] and reads > 0
     invocation = monitor.summary("accept_len").invocation
     assert invocation is not None and invocation.count == 20_000
+
+
+def test_a_slice_of_decode_lines_with_a_custom_line_among_them_keeps_journal_order() -> None:
+    """The monitor records a slice's decode lines together; a custom metric line in the middle
+    and the values the table shows come out as line by line."""
+    monitor = HostMonitor(profile())
+    lines = [record(decode(4.0 + i / 10, 800 + i), T0 + i) for i in range(5)]
+    custom = record("[2026-01-01 00:00:00 TP0] DDTREE metrics: budget=8 recent_al=4.40", T0 + 5)
+    more = [record(decode(5.0 + i / 10, 900 + i), T0 + 6 + i) for i in range(3)]
+    (update,) = monitor.observe([*lines, custom, *more])
+    assert isinstance(update, MetricsUpdated)
+    assert update.values["accept_len"] == 5.2 and update.values["ddtree_recent_al"] == 4.4
+    assert update.values["gen_throughput"] == 902
+    assert monitor.recent("accept_len") == [4.0, 4.1, 4.2, 4.3, 4.4, 5.0, 5.1, 5.2]
+    assert monitor.metrics.last("ddtree_recent_al") == 4.4
+    fresh = monitor.freshness()
+    assert fresh is not None and fresh.rhythm_s == 1.0

@@ -906,3 +906,42 @@ def test_ordinary_lines_are_cheap() -> None:
         timeit.timeit(lambda: (parse_line(line), crash_signature(line)), number=20_000) / 20_000
     )
     assert per_line < 20e-6
+
+
+_GATED = [
+    r"DDTREE metrics .*recent_al=(?P<value>[\d.]+)",
+    r"^step (?P<value>\d+)$",
+    r"\bal=(?P<value>[\d.]+)\b",
+    r"(?s)x.(?P<value>\d)",
+    r"(?P<value>\d+) ok$",
+]
+_UNGATED = [r"\Astep (?P<value>\d+)", r"(?<!x)al=(?P<value>\d)", r"al=(?P<value>\d)(?!\n)"]
+
+
+@pytest.mark.parametrize("regex", _GATED + _UNGATED)
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["noise", "step 12", "more noise"],
+        ["step 12 of 40", "a al=3 b", "x\n4", "40 ok", "x4"],
+        ["[TP0] DDTREE metrics step=40 recent_al=4.12 tps=812.5", "al=7"],
+        ["nothing here", "at all"],
+        [],
+    ],
+)
+def test_a_slice_may_match_whenever_one_of_its_lines_does(regex: str, lines: list[str]) -> None:
+    """`may_match` over lines joined is never False where a line alone matches (anchors,
+    word edges and DOTALL included; `\\A` and lookarounds are matched line by line)."""
+    metrics = CustomMetrics([MetricPattern(name="m", regex=regex)])
+    if any(metrics.match(line) for line in lines):
+        assert metrics.may_match(lines)
+    if regex in _UNGATED:
+        assert metrics.may_match(lines)  # no gate: every line is matched alone
+
+
+def test_a_flood_slice_without_custom_lines_needs_no_per_line_match() -> None:
+    metrics = CustomMetrics(
+        [MetricPattern(name="al", regex=r"DDTREE metrics: .*recent_al=(?P<value>[0-9.]+)")]
+    )
+    assert not metrics.may_match([DECODE_DP0] * 256)
+    assert metrics.may_match([DECODE_DP0] * 100 + ["DDTREE metrics: recent_al=4.1"])
