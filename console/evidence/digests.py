@@ -91,6 +91,10 @@ def hash_batches(files: Sequence[tuple[str, int]]) -> list[list[str]]:
     return batches
 
 
+ENDING_S = 10.0
+"""How long a finished snapshot waits for the hashing command's own end before cancelling it."""
+
+
 class HostDigests:
     """The host's digests of a set of files, computed while they are being fetched.
 
@@ -112,8 +116,13 @@ class HostDigests:
         self._task = asyncio.create_task(self._hash(), name=f"digests:{self._session.name}")
         return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
         assert self._task is not None
+        if exc_type is None and not self._task.done():
+            # Every digest used has arrived, but the command's exit status comes a moment after
+            # its last line (later on a busy host): cancelling now would leave `openssl` in the
+            # audit log as a command that never ended. A bounded wait lets it end as it does.
+            await asyncio.wait({self._task}, timeout=ENDING_S)
         self._task.cancel()
         # Whatever it raised was (or will never be) reported through `get`.
         with contextlib.suppress(asyncio.CancelledError, RemoteError):

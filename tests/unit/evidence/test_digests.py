@@ -3,15 +3,16 @@ for awkward names, read back as the right file's digest, and nothing read for a 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import shutil
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import pytest
 
-from console.evidence.digests import parse_digests
+from console.evidence.digests import HostDigests, parse_digests
 from console.transport import remote
 
 NAMES = ["plain.json", "two  spaces.json", "back\\slash.json", "*star.json", "trail ", "ü.json"]
@@ -53,3 +54,33 @@ def test_an_unreadable_file_gets_no_digest_from_either(tmp_path: Path) -> None:
     for hasher in (remote.sha256sum, remote.openssl_sha256):
         assert parse_digests(lines_of(hasher([gone])), [gone]) == {}
     assert parse_digests(["0" * 63 + "  " + gone, "g" * 64 + " *" + gone], [gone]) == {}
+
+
+class _SlowToExit:
+    """A session whose hashing command prints every digest, then takes a while to exit (its
+    exit status arrives late, as on a busy host)."""
+
+    name = "h1"
+
+    def __init__(self) -> None:
+        self.ended: list[str] = []
+
+    async def stream(self, command: remote.Command) -> AsyncIterator[list[str]]:
+        paths = [a for a in command.argv if a.startswith("/")]
+        try:
+            yield [f"{hashlib.sha256(p.encode()).hexdigest()} *{p}" for p in paths]
+            await asyncio.sleep(0.2)
+        except asyncio.CancelledError:
+            self.ended.append("cancelled")
+            raise
+        self.ended.append("exited")
+
+
+async def test_a_finished_snapshot_lets_the_hashing_command_end_instead_of_cancelling_it() -> None:
+    """Cancelled, `openssl` went into the audit log as a command that never ended."""
+    session = _SlowToExit()
+    paths = ["/srv/a.json", "/srv/b.json"]
+    async with HostDigests(session, [(p, 10) for p in paths]) as digests:  # type: ignore[arg-type]
+        for p in paths:
+            assert await digests.get(p) == hashlib.sha256(p.encode()).hexdigest()
+    assert session.ended == ["exited"]
