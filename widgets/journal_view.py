@@ -1,31 +1,42 @@
 """The live journal: one host or all hosts merged, filtered, pausable, searchable.
 
-A `Log` (not `RichLog`: it renders only visible lines and keeps plain strings) written in
-batches on the app's flush timer, never per line. Every host keeps its own ring buffer of
-records, so switching hosts, toggling the filter or merging re-renders from memory without
-asking a host again. Scrolling up pauses the tail: new lines are counted, not written (the
-view would otherwise shift under the reader as old lines are pruned), and scrolling back to
-the end, `G`/`end` or `p` resumes. Search highlights every occurrence and jumps between them.
+A `Log` that keeps rows, not screen text: a journal line arrives as its raw message (with
+its host's prefix in the merged view), taken into a bounded list of rows on the app's flush
+timer, never per line. What a row looks like on screen (numbers first, control characters
+replaced, styled, measured) is worked out only when it is drawn, so a flood costs an append
+a line however fast it comes (at 20k lines/s about 1000 lines arrive between two frames, and
+a frame shows a screenful of them). Lines that are not one plain printable-ASCII line (a
+traceback, a restart marker, tabs, wide characters) are few and become screen text when
+they arrive.
+Every host keeps its own ring buffer of records, so switching hosts, toggling the filter or
+merging re-renders from memory without asking a host again. Scrolling up pauses the tail:
+new lines are counted, not written (the view would otherwise shift under the reader as old
+lines are pruned), and scrolling back to the end, `G`/`end` or `p` resumes. Search
+highlights every occurrence and jumps between them.
 """
 
 from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterable, Mapping
-from itertools import islice
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import islice, repeat
+from typing import overload
 
+from rich.cells import cell_len
 from rich.highlighter import Highlighter
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
+from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.reactive import Reactive
-from textual.widgets import Input
+from textual.selection import Selection
+from textual.strip import Strip
+from textual.widgets import Input, Log
 
 from console.events import JournalEntry
 from console.watch.journal import LineFilter
-from widgets.line_log import LineLog
 
 MAX_LINE = 2000
 """Characters shown of one line (the rest is cut with an ellipsis)."""
@@ -134,7 +145,69 @@ class PromptInput(Input):
 REDRAW_RECORDS = 1000
 
 
-class JournalView(LineLog):
+class Shown(str):
+    """A row that is already screen text (made when it arrived: not a plain one-line record)."""
+
+    __slots__ = ()
+
+
+Row = str | tuple[str, str]
+"""A raw message (one host's view), `(prefix, raw message)` (merged) or `Shown` text."""
+
+
+def row_text(row: Row) -> str:
+    """A row's screen text (before control characters are replaced)."""
+    if type(row) is str:
+        return display_line(row)
+    if isinstance(row, tuple):
+        return row[0] + display_line(row[1])
+    return row
+
+
+def _search_text(row: Row) -> str:
+    """What a plain search term is looked for in: the raw message (see `_find_matches`)."""
+    return row[0] + row[1] if isinstance(row, tuple) else row
+
+
+def _simple_term(term: str) -> bool:
+    """A term found in a row's screen text exactly when it is found in its raw message.
+
+    `numbers_first` only reorders the fields between `, ` (and drops empty ones): a match
+    within one field or the head is in both, so only a term that could span a separator
+    (holding `, `, ending with `,` or starting with a space) needs the screen text."""
+    return ", " not in term and not term.endswith(",") and not term.startswith(" ")
+
+
+def _text_width(text: str) -> int:
+    """Cells of a line of screen text (an ASCII line without tabs is as wide as it is long)."""
+    if text.isascii() and "\t" not in text:
+        return len(text)
+    return cell_len(Log._process_line(text))
+
+
+class RowLines(Sequence[str]):
+    """The view's lines as shown (`JournalView.lines`), each made when it is read."""
+
+    def __init__(self, rows: list[Row]) -> None:
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [row_text(row) for row in self._rows[index]]
+        return row_text(self._rows[index])
+
+    def __iter__(self) -> Iterator[str]:
+        return map(row_text, self._rows)
+
+
+class JournalView(Log):
     # Log grows its virtual size with every write, and Textual lays out the whole screen
     # on any virtual size change: 20 full layouts a second while lines pour in. The log's
     # own box never changes size, so only its scrollbars need updating (see the watcher).
@@ -172,10 +245,18 @@ class JournalView(LineLog):
         self.search_term: str | None = None
         self.search_matches: list[int] = []
         self.search_index = -1
-        self._pending: list[str] = []
+        self._rows: list[Row] = []
+        """What the view shows, a row a screen line (`Log._lines` stays empty)."""
+        self._strips: LRUCache[tuple[type, Row], Strip] = LRUCache(512)
+        """Rows drawn lately, by row: a row keeps its strip however far pruning moves it."""
+        self._pending: list[Row] = []
+        self._pending_width = 0
+        """The widest of `_pending` (cells; at least as wide as any of them is drawn)."""
         self._fresh = 0
-        """Lines added to `_pending` since the last flush."""
+        """Rows added to `_pending` since the last flush."""
         self._host_width = 0
+        self._prefixes: dict[str, tuple[str, int]] = {}
+        """Each host's merged-view prefix and its width, for the current `_host_width`."""
         self._following = True
         """The view was at its end when last scrolled: it keeps the tail through resizes (a
         panel opening took rows) and only the operator's own scroll or `p` pauses it."""
@@ -196,6 +277,92 @@ class JournalView(LineLog):
         changed = bars != (self.show_vertical_scrollbar, self.show_horizontal_scrollbar)
         self.refresh(layout=changed)
 
+    # --- rows: kept raw, drawn when on screen ------------------------------------------
+
+    @property
+    def lines(self) -> Sequence[str]:
+        """The lines as shown (made from the rows as they are read)."""
+        return RowLines(self._rows)
+
+    @property
+    def line_count(self) -> int:
+        return len(self._rows)
+
+    def write_lines(self, lines: Iterable[str], scroll_end: bool | None = None) -> JournalView:
+        """Add lines of screen text (as `Log.write_lines`: each split at its line breaks)."""
+        shown = [Shown(part) for line in lines for part in line.splitlines()]
+        self._write_rows(list(shown), max(map(_text_width, shown), default=0), scroll_end)
+        return self
+
+    def write(self, data: str, scroll_end: bool | None = None) -> JournalView:
+        return self.write_lines([data], scroll_end)
+
+    def _write_rows(self, rows: list[Row], widest: int, scroll_end: bool | None = None) -> None:
+        """`Log.write_lines` for rows: no splitting, measuring or text made here."""
+        at_end = self.is_vertical_scroll_end
+        auto_scroll = self.auto_scroll if scroll_end is None else scroll_end
+        self._rows.extend(rows)
+        self._prune_max_lines()
+        self._width = max(self._width, widest)
+        self.virtual_size = Size(self._width, len(self._rows))
+        if auto_scroll and not self.is_vertical_scrollbar_grabbed and at_end:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        else:
+            self.refresh()
+
+    def _prune_max_lines(self) -> None:
+        extra = len(self._rows) - self.buffer_lines
+        if extra > 0:
+            del self._rows[:extra]
+
+    def clear(self) -> JournalView:
+        self._rows.clear()
+        self._strips.clear()
+        super().clear()
+        return self
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()
+
+    def selection_updated(self, selection: Selection | None) -> None:
+        self._strips.clear()
+        super().selection_updated(selection)
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        return selection.extract("\n".join(self.lines)), "\n"
+
+    def _render_line(self, y: int, scroll_x: int, width: int) -> Strip:
+        rich_style = self.rich_style
+        if y >= len(self._rows):
+            return Strip.blank(width, rich_style)
+        line = self._render_line_strip(y, rich_style)
+        line = line.crop_extend(scroll_x, scroll_x + width, rich_style)
+        return line.apply_offsets(scroll_x, y)
+
+    def _render_line_strip(self, y: int, rich_style: Style) -> Strip:
+        """One row as drawn: its screen text made now, styled, highlighted, selected."""
+        row = self._rows[y]
+        key = (type(row), row)
+        selection = self.text_selection
+        if selection is None and (strip := self._strips.get(key)) is not None:
+            return strip
+        text = self._process_line(row_text(row))
+        line_text = Text(text, no_wrap=True)
+        line_text.stylize(rich_style)
+        if self.highlight:
+            line_text = self.highlighter(line_text)
+        if selection is not None and (span := selection.get_span(y - self._clear_y)) is not None:
+            start, end = span
+            if end == -1:
+                end = len(line_text)
+            selection_style = self.screen.get_component_rich_style("screen--selection")
+            line_text.stylize(selection_style, start, end)
+        strip = Strip(line_text.render(self.app.console), cell_len(text))
+        if selection is None:
+            self._strips[key] = strip
+        return strip
+
     # --- what to show ------------------------------------------------------------------
 
     def filter_for(self, host: str) -> LineFilter:
@@ -205,12 +372,46 @@ class JournalView(LineLog):
             return self.custom_filter
         return self.filters.get(host, SHOW_ALL)
 
-    def _render_record(self, host: str, record: JournalEntry) -> list[str]:
-        lines = [display_line(line) for line in self.filter_for(host).visible(record)]
-        if self.merged:
+    def _prefix(self, host: str) -> tuple[str, int]:
+        """The merged view's `host │ ` and its width in cells."""
+        known = self._prefixes.get(host)
+        if known is None:
             prefix = f"{host:<{self._host_width}} │ "
-            lines = [prefix + line for line in lines]
-        return lines
+            known = self._prefixes[host] = (prefix, cell_len(prefix))
+        return known
+
+    def _rows_into(self, rows: list[Row], host: str, records: Iterable[JournalEntry]) -> int:
+        """Append the rows `records` (one host's) show to `rows`; returns their widest.
+
+        Per line, as a flood pours in: the filter, a few checks and an append. A record that
+        is one plain printable-ASCII line of at most `MAX_LINE` characters (nearly all) is
+        kept as it came; its screen text is at most as long (`numbers_first` reorders and
+        drops empty fields), and that length is its width. Any other is made into screen
+        text now, split at its line breaks, and measured.
+        """
+        keep = self.filter_for(host)
+        accepts = keep.accepts
+        prefix, offset = self._prefix(host) if self.merged else ("", 0)
+        longest = widest = 0
+        for record in records:
+            message = record.message
+            if (
+                message
+                and message.isascii()
+                and len(message) <= MAX_LINE
+                and message.isprintable()
+                and not (record.continuation or record.new_invocation or record.dropped)
+            ):
+                if accepts(record):
+                    rows.append((prefix, message) if offset else message)
+                    if len(message) > longest:
+                        longest = len(message)
+                continue
+            for line in keep.visible(record):
+                for part in (prefix + display_line(line)).splitlines():
+                    rows.append(Shown(part))
+                    widest = max(widest, _text_width(part))
+        return max(longest + offset if longest else 0, widest)
 
     def _newest_shown(self, count: int) -> list[tuple[str, JournalEntry]]:
         """The newest `count` records of the current view, oldest first.
@@ -238,19 +439,21 @@ class JournalView(LineLog):
     # --- data in -----------------------------------------------------------------------
 
     def add(self, host: str, records: Iterable[JournalEntry]) -> None:
-        """Keep a delivered batch; lines for the current view wait for the next `flush`."""
+        """Keep a delivered batch; rows for the current view wait for the next `flush`."""
         buffer = self.records.get(host)
         if buffer is None:
             buffer = self.records[host] = deque(maxlen=self.buffer_lines)
-            self._host_width = max(self._host_width, len(host))
-        visible = self.merged or host == self.host
-        for record in records:
-            buffer.append(record)
-            self.merged_records.append((host, record))
-            if visible:
-                lines = self._render_record(host, record)
-                self._pending.extend(lines)
-                self._fresh += len(lines)
+            if len(host) > self._host_width:
+                self._host_width = len(host)
+                self._prefixes.clear()
+        records = records if isinstance(records, (list, tuple)) else list(records)
+        buffer.extend(records)
+        self.merged_records.extend(zip(repeat(host), records))
+        if self.merged or host == self.host:
+            before = len(self._pending)
+            widest = self._rows_into(self._pending, host, records)
+            self._fresh += len(self._pending) - before
+            self._pending_width = max(self._pending_width, widest)
         if len(self._pending) > 2 * self.buffer_lines:
             self._pending = self._pending[-self.buffer_lines :]
 
@@ -266,8 +469,9 @@ class JournalView(LineLog):
             return
         self._fresh = 0
         pending, self._pending = self._pending[-self.buffer_lines :], []
+        widest, self._pending_width = self._pending_width, 0
         at_end = self.is_vertical_scroll_end
-        self.write_lines(pending)
+        self._write_rows(pending, widest)
         if not at_end:  # following, but the view lost rows since its last scroll
             self.scroll_end(animate=False, immediate=True)
         if self.pending_lines:
@@ -281,14 +485,16 @@ class JournalView(LineLog):
         key press and must repaint at once, while drawing every buffered record took
         60-150 ms with full buffers (bench/ui.py keys). New lines extend the scrollback again.
         """
-        lines: list[str] = []
+        rows: list[Row] = []
+        widest = 0
         for host, record in self._newest_shown(REDRAW_RECORDS):
-            lines.extend(self._render_record(host, record))
+            widest = max(widest, self._rows_into(rows, host, (record,)))
         self._pending = []
+        self._pending_width = 0
         self._fresh = self.pending_lines = 0
         self.user_paused = False
         self.clear()
-        self.write_lines(lines[-self.buffer_lines :], scroll_end=True)
+        self._write_rows(rows[-self.buffer_lines :], widest, scroll_end=True)
         self.scroll_end(animate=False, immediate=True)
         self._find_matches()
         self._update_subtitle()
@@ -359,6 +565,7 @@ class JournalView(LineLog):
             if self.search_matches:
                 self.search_index = len(self.search_matches) - 1
                 self._show_match()
+        self._strips.clear()  # drawn with the old term's highlights
         self.refresh()
         self._update_subtitle()
 
@@ -384,8 +591,11 @@ class JournalView(LineLog):
         if term is None:
             return
         flags = 0 if term != term.lower() else re.IGNORECASE
-        needle = re.compile(re.escape(term), flags)
-        self.search_matches = [i for i, line in enumerate(self.lines) if needle.search(line)]
+        search = re.compile(re.escape(term), flags).search
+        # A plain term is looked for in the raw rows (the same answer, see `_simple_term`):
+        # making the screen text of every buffered row was ~10 ms a search and a `n`.
+        text = _search_text if _simple_term(term) else row_text
+        self.search_matches = [i for i, row in enumerate(self._rows) if search(text(row))]
         if self.search_index >= len(self.search_matches):
             self.search_index = len(self.search_matches) - 1
 
