@@ -11,6 +11,7 @@ import pytest
 from textual.message import Message
 from textual.notifications import Notify
 from textual.pilot import Pilot
+from textual.widgets import Log
 
 from console.app import SpecopsApp
 from console.fleet import Fleet
@@ -19,6 +20,7 @@ from console.sim.fleet import SimFleet
 from console.watch.journal import LineFilter
 from tests.ui.support import simulated_fleet, until
 from widgets.journal_view import JournalView, PromptInput
+from widgets.line_log import LineLog
 
 
 @pytest.fixture
@@ -144,14 +146,16 @@ async def test_search_and_merged_view(sim: SimFleet) -> None:
         assert not view.merged and not any(" │ " in line for line in view.lines)
 
 
-async def test_writing_lines_measures_them_without_a_worker() -> None:
-    """`Log` starts a thread worker per write to measure the lines; the view measures them
-    itself (a worker per flush was a thread start and a dozen objects of cyclic garbage)."""
+@pytest.mark.parametrize("kind", [JournalView, LineLog])
+async def test_writing_lines_measures_them_without_a_worker(kind: type[Log]) -> None:
+    """`Log` starts a thread worker per write to measure the lines; the views measure them
+    themselves (a worker per flush was a thread start and a dozen objects of cyclic garbage):
+    the journal view's own rows, and `LineLog` (the rollout's journal)."""
     from textual.app import App, ComposeResult
 
     class Bare(App[None]):
         def compose(self) -> ComposeResult:
-            yield JournalView(100)
+            yield JournalView(100) if kind is JournalView else LineLog(max_lines=100)
 
     app = Bare()
     async with app.run_test(size=(40, 10)) as pilot:
@@ -163,10 +167,11 @@ async def test_writing_lines_measures_them_without_a_worker() -> None:
             add_worker(worker, *args, **kwargs)
 
         app.workers.add_worker = spy  # type: ignore[method-assign]
-        view = app.query_one(JournalView)
+        view = app.query_one(kind)
         view.write_lines(["short", "x" * 70, "tab\there", "宽字符" * 10])
         assert view.virtual_size.width == 70  # at once; the widest line, not the CJK one (60)
         view.write_lines(["宽字符" * 30])  # 90 characters, 180 cells
         assert view.virtual_size.width == 180
+        assert list(view.lines)[-2:] == ["宽字符" * 10, "宽字符" * 30]
         await pilot.pause()
         assert started == []
