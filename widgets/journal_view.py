@@ -295,6 +295,7 @@ class JournalView(Log):
         return self
 
     def write(self, data: str, scroll_end: bool | None = None) -> JournalView:
+        """As `write_lines([data])`: rows are whole lines (`Log.write` continues the last)."""
         return self.write_lines([data], scroll_end)
 
     def _write_rows(self, rows: list[Row], widest: int, scroll_end: bool | None = None) -> None:
