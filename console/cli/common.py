@@ -7,8 +7,10 @@ Exit status (contract): 0 success; 1 the action failed; 2 bad usage or bad profi
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
+import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +21,13 @@ from console.audit import AuditLog
 from console.inventory import load_inventory_fleet
 from console.profiles import Profile, load_fleet
 from console.settings import config_dir, load_settings, settings_path
-from console.transport.ssh import ConnState, HostSession, HostState, check_identity
+from console.transport.ssh import (
+    ConnectBudget,
+    ConnState,
+    HostSession,
+    HostState,
+    check_identity,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -67,9 +75,31 @@ def in_groups(profiles: list[Profile], groups: list[str]) -> list[Profile]:
 def new_session(
     profile: Profile, on_state: Callable[[HostState], None] | None = None
 ) -> HostSession:
-    """A session whose every remote command goes to the audit log."""
+    """A session whose every remote command goes to the audit log, connecting under the
+    command's connect budget (`connect_budget` in settings.toml, shared by every session
+    the command opens: `status` over 200 inventory hosts makes at most that many key
+    exchanges at once)."""
     audit = AuditLog(secrets=profile.secret_names).record
-    return HostSession(profile, on_state=on_state, on_command=audit)
+    return HostSession(profile, on_state=on_state, on_command=audit, budget=connect_budget())
+
+
+_BUDGETS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ConnectBudget] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def connect_budget() -> ConnectBudget | None:
+    """The running command's connect budget: one per event loop (a command is one
+    `asyncio.run`), since its semaphore belongs to the loop it first waits in. None outside
+    a loop, where nothing connects."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    budget = _BUDGETS.get(loop)
+    if budget is None:
+        budget = _BUDGETS[loop] = ConnectBudget(load_settings().connect_budget)
+    return budget
 
 
 async def connect(profile: Profile) -> HostSession | None:

@@ -41,6 +41,7 @@ from console.cli.common import (
 from console.events import CrashDetected, HostStateChanged, InvocationChanged
 from console.fleet import Fleet
 from console.profiles import select
+from console.settings import load_settings
 from console.transport.ssh import ConnState, HostSession
 from console.tuning.plan import Plan
 from console.tuning.probation import (
@@ -91,7 +92,12 @@ class Watch:
         secrets = frozenset().union(*(p.secret_names for p in profiles))
         audit = AuditLog(secrets=secrets)
         self.fleet = Fleet(
-            profiles, on_command=audit.record, on_action=audit.action, health_s=0, history=50
+            profiles,
+            on_command=audit.record,
+            on_action=audit.action,
+            health_s=0,
+            history=50,
+            connect_budget=load_settings().connect_budget,
         )
         self.read_only = read_only_reason(args)
         self.guard = ProbationGuard(

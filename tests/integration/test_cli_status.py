@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
+from typing import Any
 
+import asyncssh
 import pytest
 
 from console.cli import main
@@ -42,5 +45,39 @@ def test_status_reports_health_and_spells_switches_on_off(
         assert main(["flags", "b300", "--profiles", profiles]) == 0
         table = capsys.readouterr().out
         assert "--disable-cuda-graph when off" in table and "no --disable" not in table
+    finally:
+        sim.stop()
+
+
+def test_status_over_many_hosts_connects_under_the_settings_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twelve hosts, `connect_budget = 3`: never more than three key exchanges at once, and
+    every host still reported connected."""
+    sim = ThreadedSimFleet(
+        SimFleet(tmp_path / "sim", hosts=12, timing=Timing(load_s=0.1, decode_interval_s=5))
+    )
+    sim.start()
+    in_flight = peak = 0
+    real_connect = asyncssh.connect
+
+    async def counted(*args: Any, **kwargs: Any) -> asyncssh.SSHClientConnection:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        try:
+            await asyncio.sleep(0.05)  # a slow link: without the budget all twelve overlap
+            return await real_connect(*args, **kwargs)
+        finally:
+            in_flight -= 1
+
+    monkeypatch.setattr(asyncssh, "connect", counted)  # the client's, as ssh.py calls it
+    monkeypatch.setenv("SPECOPS_CONNECT_BUDGET", "3")
+    try:
+        assert main(["status", "--json", "--profiles", str(sim.fleet.profiles_dir)]) == 0
+        records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert len(records) == 12
+        assert all(r["connection"] == "connected" for r in records)
+        assert peak == 3
     finally:
         sim.stop()
