@@ -1,0 +1,122 @@
+"""Live numbers into the fleet table, the accept-length chart and the stats panel.
+
+Host and unit states, `/health`, accept length and throughput, the age of the newest decode
+line, restarts, and a new run: each pushed into the widgets that show it, on an event or on a
+timer (the numbers at most four times a second, the stats windows once a second).
+"""
+
+from __future__ import annotations
+
+import time
+
+from textual import on
+
+from console.events import InvocationChanged
+from console.ui.shell import Shell
+from widgets.accept_chart import POINTS as CHART_POINTS
+from widgets.accept_chart import AcceptChart
+from widgets.host_table import HostTable
+from widgets.messages import HealthUpdated, HostStateUpdated, RunChanged, ServiceStatusUpdated
+from widgets.stats_panel import StatsPanel
+
+STATS_INTERVAL_S = 1.0
+"""The stats windows slide with time even when no line arrives."""
+METRICS_INTERVAL_S = 0.25
+"""How often new numbers are drawn (chart, host table, stats): at most 4 layouts a second."""
+JOURNAL_PRECEDENCE_S = 15.0
+"""A host's journal numbers this recent keep /metrics' and Prometheus' out of its table row."""
+
+
+class Monitoring(Shell):
+    """Draws what the engine measured; the engine thread's side is in engine_bridge.py."""
+
+    _journal_numbers_at: dict[str, float]
+    """When each host's journal last gave numbers (monotonic); /metrics or Prometheus
+    numbers fill the table only when the journal has given none for a while."""
+
+    @on(HostStateUpdated)
+    def _host_state(self, message: HostStateUpdated) -> None:
+        if table := self.main(HostTable):
+            table.set_state(message.event.state)
+
+    @on(ServiceStatusUpdated)
+    def _service_status(self, message: ServiceStatusUpdated) -> None:
+        if table := self.main(HostTable):
+            table.set_status(message.event)
+
+    def _show_stats(self) -> None:
+        host = self.selected_host
+        panel, chart = self.main(StatsPanel), self.main(AcceptChart)
+        if host is None or panel is None or chart is None:
+            return
+        monitor = self.fleet.monitors[host]
+        panel.show(host, {n: monitor.summary(n) for n in ("accept_len", "gen_throughput")})
+        chart.select(host)
+
+    def _draw_metrics(self) -> None:
+        chart, table = self.main(AcceptChart), self.main(HostTable)
+        if not self._metrics_due or chart is None or table is None:
+            return
+        due = [self._metrics_due.popitem() for _ in range(len(self._metrics_due))]
+        now = time.monotonic()
+        for host, event in due:
+            if event.source == "journal":
+                self._journal_numbers_at[host] = now
+            elif (
+                now - self._journal_numbers_at.get(host, -JOURNAL_PRECEDENCE_S)
+                < JOURNAL_PRECEDENCE_S
+            ):
+                continue  # the journal's own numbers are fresh: they stay in the table
+            chart.update_host(host, self._chart_values(host))
+            values = event.values
+            table.set_metrics(
+                host,
+                values.get("accept_len"),
+                values.get("gen_throughput"),
+                event.graph,
+                source=event.source,
+            )
+        # The stats panel (a table of windows over minutes) is redrawn by its 1 s timer:
+        # drawing it at 4 Hz was the most expensive part of a busy frame.
+
+    @on(HealthUpdated)
+    def _health(self, message: HealthUpdated) -> None:
+        if table := self.main(HostTable):
+            table.set_health(message.event.host, message.event.health)
+
+    def _draw_freshness(self) -> None:
+        """Ages of the newest decode lines and restarts in the window (both change with time
+        alone, without any event), and which hosts are on screen: only their `/health` is
+        polled, so a 64-host fleet asks ~11 hosts."""
+        table = self.main(HostTable)
+        if table is None:
+            return
+        for name in self.host_names:
+            fresh = self.fleet.monitors[name].freshness()
+            if fresh is None:
+                table.set_freshness(name, None, False)
+            else:
+                table.set_freshness(name, fresh.age_s, fresh.stale)
+            restarts = self.fleet.monitors[name].restart_summary()
+            table.set_restarts(name, restarts.recent, restarts.looping)
+        if table.arranged:  # a sort by tok/s or a filter on state follows the hosts
+            table.rearrange()
+        visible = table.visible_names()
+        self.fleet.watched = visible.__contains__
+
+    def _chart_values(self, host: str) -> list[float]:
+        return self.fleet.monitors[host].recent("accept_len", newest=CHART_POINTS)
+
+    @on(RunChanged)
+    def _run_changed(self, message: RunChanged) -> None:
+        event = message.event
+        table, chart = self.main(HostTable), self.main(AcceptChart)
+        if table is None or chart is None:
+            return
+        if isinstance(event, InvocationChanged):
+            table.new_run(event.host)
+            chart.update_host(event.host, self._chart_values(event.host))
+            return
+        last = next((c for c in reversed(self.crashes) if c.host == event.host), None)
+        if last is not None and last.invocation != event.invocation:
+            table.set_crashed(event.host, False)  # a later run came up: healthy again

@@ -1,0 +1,75 @@
+"""What every piece of the app shell shares: the fleet, the engine, and the main screen.
+
+`Shell` is the typed base of the mixins in console/ui/ and of `SpecopsApp`: each mixin
+subclasses it (so Textual collects its `@on` handlers, and mypy sees the same attributes);
+`SpecopsApp.__init__` assigns them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TypeVar, cast
+
+from textual.app import App
+from textual.widget import Widget
+
+from console.engine import EngineThread
+from console.events import CrashDetected, MetricsUpdated
+from console.fleet import Fleet
+from console.settings import Settings
+from console.tuning.left_on import LeftOnFound, LeftOnWatch
+from console.tuning.probation import ProbationGuard
+from widgets.host_table import HostTable
+
+W = TypeVar("W", bound=Widget)
+
+NOTIFY_TIMEOUT_S = 6.0
+"""How long a notification covers the journal: every crash stays listed under `A`, and a
+rollout's outcome stays on its screen and in the audit log."""
+
+
+class Shell(App[int]):
+    """The state the app's pieces share, and how they reach the main screen's widgets."""
+
+    settings: Settings
+    fleet: Fleet
+    read_only: bool
+    host_names: list[str]
+    engine: EngineThread
+    """The fleet's own loop: sessions, followers, rollouts and snapshots run there."""
+    crashes: deque[CrashDetected]
+    """Every crash alert since start, for the alerts list (`A`)."""
+    probation: ProbationGuard
+    """Rolls back a crash during probation (console/tuning/probation.py), on the engine."""
+    left_on: LeftOnWatch
+    """Finds hosts a change did not finish on (console/tuning/left_on.py), on the engine."""
+    left_ons: deque[LeftOnFound]
+    _metrics_due: dict[str, MetricsUpdated]
+    """Written by the engine's thread (engine_bridge.py), drawn by the metrics timer
+    (monitoring.py)."""
+    _main_widgets: dict[tuple[type[Widget], str | None], Widget]
+
+    def main(self, kind: type[W], selector: str | None = None) -> W | None:
+        """A widget of the main screen, whatever is on top of it; None once it is gone.
+
+        `query_one` searches the active screen: with a modal open (alerts, flags, help) or
+        the app shutting down, every engine event would otherwise raise `NoMatches`. Found
+        widgets are remembered while mounted: a DOM query per timer tick and per event was
+        a millisecond each under a flood.
+        """
+        key = (kind, selector)
+        widget = self._main_widgets.get(key)
+        if widget is not None and widget.is_attached:
+            return cast(W, widget)
+        if not self.screen_stack:
+            return None
+        for found in self.screen_stack[0].query(selector or kind):
+            if isinstance(found, kind):
+                self._main_widgets[key] = found
+                return found
+        return None
+
+    @property
+    def selected_host(self) -> str | None:
+        table = self.main(HostTable)
+        return table.cursor_host if table is not None else None
