@@ -1,7 +1,8 @@
 """Textual messages carrying the engine's domain events into the widget tree.
 
 Journal batches and metric updates do not travel as messages: they are many, and the app
-drains them on its timers (console/app.py) so that keys never queue behind them.
+drains them on its timers (console/ui/engine_bridge.py, monitoring.py) so that keys never
+queue behind them.
 """
 
 from __future__ import annotations
