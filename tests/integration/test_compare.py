@@ -14,8 +14,8 @@ from types import ModuleType
 
 import pytest
 
+from console.cli import common, main, parse_args
 from console.cli import compare as cli_compare
-from console.cli import main, parse_args
 from console.cli import rollback as cli_rollback
 from console.cli import set as cli_set
 from console.cli import snapshot as cli_snapshot
@@ -60,6 +60,9 @@ async def _run(module: ModuleType, argv: list[str], profiles: str) -> int:
 @pytest.fixture(autouse=True)
 def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")  # tables printed whole
+    # Rich fixes a console's width from COLUMNS when the console is made (at import, in
+    # whichever test imported it first): set it on the CLI's console too.
+    monkeypatch.setattr(common.out, "width", 200)
 
 
 async def change(host: str, profiles: str, *assignments: str) -> int:
