@@ -41,6 +41,7 @@ from console.ui.journal_keys import JournalKeys
 from console.ui.monitoring import METRICS_INTERVAL_S, STATS_INTERVAL_S
 from console.ui.rollout_actions import RolloutActions
 from console.watch.journal import LineFilter
+from widgets.accept_chart import MAX_ROWS as CHART_ROWS
 from widgets.accept_chart import AcceptChart
 from widgets.alerts import LeftOnUpdated
 from widgets.host_table import HostTable
@@ -52,6 +53,9 @@ from widgets.stats_panel import StatsPanel
 QUIT_CONFIRM_S = 5.0
 GC_THRESHOLDS = (10_000, 50, 1000)
 COMPACT_WIDTH, COMPACT_HEIGHT = 120, 34
+COMPACT_CHART_ROWS = 3
+"""Hosts the accept-length chart draws at most on a compact screen (CHART_ROWS otherwise):
+the journal needs the room (at 80×24 ten chart lines left it none)."""
 """Below either, the stats panel folds away (`t` shows it) so the journal keeps its rows."""
 
 
@@ -217,6 +221,8 @@ class SpecopsApp(
     def on_resize(self, event: events.Resize) -> None:
         compact = event.size.width < COMPACT_WIDTH or event.size.height < COMPACT_HEIGHT
         self.screen_stack[0].set_class(compact, "-compact")
+        if chart := self.main(AcceptChart):
+            chart.set_rows(COMPACT_CHART_ROWS if compact else CHART_ROWS)
         if (stats := self.main(StatsPanel)) is not None and self._stats_wanted is None:
             stats.display = not compact
 

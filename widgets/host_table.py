@@ -15,7 +15,7 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -410,7 +410,10 @@ class HostTable(ScrollView, can_focus=True):
         """Repaint one line, if it is shown and on screen."""
         y = self._screen_y(line)
         if y is not None:
-            self.refresh_line(y)
+            # The region on screen: ScrollView.refresh_line takes a line of the virtual
+            # size and takes the scroll offset off it again, so with the table scrolled
+            # it repainted another row, and the rows at the bottom kept old numbers.
+            self.refresh(Region(0, y, max(self.virtual_size.width, self.size.width), 1))
 
     def set_state(self, state: HostState) -> None:
         self.rows_by_name[state.host].state = state
@@ -451,9 +454,13 @@ class HostTable(ScrollView, can_focus=True):
 
     def visible_names(self) -> frozenset[str]:
         """The hosts whose rows are on screen now."""
+        return frozenset(self.visible_order())
+
+    def visible_order(self) -> list[str]:
+        """The hosts whose rows are on screen now, top to bottom."""
         top = self.scroll_offset.y
         rows = max(1, self.size.height - 1)
-        return frozenset(n for n in self._lines[top : top + rows] if isinstance(n, str))
+        return [n for n in self._lines[top : top + rows] if isinstance(n, str)]
 
     def new_run(self, name: str) -> None:
         """The service restarted: the live numbers belong to the previous run."""

@@ -52,14 +52,17 @@ class FleetTable(Monitoring):
     def action_group_hosts(self) -> None:
         if table := self.main(HostTable):
             table.set_grouped(not table.grouped)
+            self._chart_follows_table()
 
     def action_sort_hosts(self) -> None:
         if table := self.main(HostTable):
             table.cycle_sort()
+            self._chart_follows_table()
 
     def action_reverse_hosts(self) -> None:
         if table := self.main(HostTable):
             table.reverse_sort()
+            self._chart_follows_table()
 
     def action_filter_hosts(self) -> None:
         table, prompt = self.main(HostTable), self.main(PromptInput, "#fleet-filter")
@@ -77,6 +80,7 @@ class FleetTable(Monitoring):
             self.notify(str(exc), title="host filter", severity="error", markup=False)
             return
         table.set_filter(query)
+        self._chart_follows_table()
         prompt.action_close()
         if query.terms and not table.names:
             self.notify(f"no host matches {query.text!r}", title="host filter")

@@ -52,6 +52,13 @@ class Monitoring(Shell):
         monitor = self.fleet.monitors[host]
         panel.show(host, {n: monitor.summary(n) for n in ("accept_len", "gen_throughput")})
         chart.select(host)
+        self._chart_follows_table()
+
+    def _chart_follows_table(self) -> None:
+        """The chart draws the hosts whose rows the table shows, in the table's order."""
+        chart, table = self.main(AcceptChart), self.main(HostTable)
+        if chart is not None and table is not None:
+            chart.show_hosts(table.visible_order())
 
     def _draw_metrics(self) -> None:
         chart, table = self.main(AcceptChart), self.main(HostTable)
@@ -103,6 +110,7 @@ class Monitoring(Shell):
             table.rearrange()
         visible = table.visible_names()
         self.fleet.watched = visible.__contains__
+        self._chart_follows_table()  # the table may have been scrolled with the mouse
 
     def _chart_values(self, host: str) -> list[float]:
         return self.fleet.monitors[host].recent("accept_len", newest=CHART_POINTS)
