@@ -135,6 +135,7 @@ class SpecopsApp(
             self._probation_rollback,
             self._probation_posted,
             read_only="read-only console" if self.read_only else None,
+            on_window=fleet.probation,
         )
         self.left_on = LeftOnWatch(fleet.sessions, lambda f: self.post_message(LeftOnUpdated(f)))
         self.left_ons = deque(maxlen=ALERTS_KEPT)
