@@ -124,6 +124,7 @@ class SpecopsApp(
         self.engine = EngineThread()
         self._metrics_due = {}
         self._journal_numbers_at = {}
+        self._remote_numbers_at = {}
         self._inbox = deque()
         self._inbox_added = 0
         self._inbox_taken = 0
@@ -176,6 +177,7 @@ class SpecopsApp(
         if self.read_only:
             self.sub_title = "read-only"
         self._start_engine()
+        self.call_after_refresh(self._publish_on_screen)  # the first page opens at once
         if self.host_names:
             self.query_one(JournalView).show_host(self.host_names[0])
             self._show_stats()

@@ -344,8 +344,11 @@ class Fleet:
         names = list(hosts)
         for name in names:
             self.demand.hold(name, claim)
-        waits = (self.sessions[n].wait_connected(OPEN_WAIT_S) for n in names)
-        await asyncio.gather(*waits)
+        try:
+            await asyncio.gather(*(self.sessions[n].wait_connected(OPEN_WAIT_S) for n in names))
+        except BaseException:  # cancelled while waiting: the action never ran
+            self.release(names, claim)
+            raise
         return claim
 
     def release(self, hosts: Iterable[str], claim: str) -> None:

@@ -29,6 +29,7 @@ STATES = (
     "unreachable",
     "refused",
     "closed",
+    "idle",
     "up",
     "down",
     # the unit (systemd's ActiveState), or `error` when it could not be read
