@@ -15,7 +15,7 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -421,10 +421,14 @@ class HostTable(ScrollView, can_focus=True):
         return y if 1 <= y < self.size.height else None
 
     def _refresh_line(self, line: Line) -> None:
-        """Repaint one line, if it is shown and on screen."""
+        """Repaint one line, if it is shown and on screen.
+
+        `y` is where it is drawn in the widget; ScrollView.refresh_line takes a line of the
+        virtual size and subtracts the scroll offset: once the table was scrolled, a changed
+        row repainted a line above it (or none), and kept showing its old state."""
         y = self._screen_y(line)
         if y is not None:
-            self.refresh_line(y)
+            self.refresh(Region(0, y, self.size.width, 1))
 
     def set_state(self, state: HostState) -> None:
         self.rows_by_name[state.host].state = state
