@@ -114,8 +114,13 @@ class AcceptChart(Vertical):
     """One row per host: name, sparkline of accept len, last value and range."""
 
     DEFAULT_CSS = """
-    AcceptChart { height: auto; border: round $primary-background; padding: 0 1; }
+    AcceptChart {
+        height: auto; max-height: 12; overflow-y: auto; scrollbar-size-vertical: 1;
+        border: round $primary-background; padding: 0 1;
+    }
     """
+    # Capped like the fleet table: with 60 hosts an uncapped chart was 62 lines tall and
+    # pushed the table off a 48-line screen; it scrolls to the selected host instead.
 
     def __init__(self, hosts: Sequence[str], **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
@@ -148,3 +153,4 @@ class AcceptChart(Vertical):
             self._rows[self.selected].select(False)
         self._rows[host].select(True)
         self.selected = host
+        self._rows[host].scroll_visible(animate=False, immediate=True)
