@@ -12,6 +12,7 @@ import time
 from textual import on
 
 from console.events import InvocationChanged
+from console.fleet_filter import UNOPENED
 from console.ui.shell import Shell
 from widgets.accept_chart import POINTS as CHART_POINTS
 from widgets.accept_chart import AcceptChart
@@ -125,11 +126,16 @@ class Monitoring(Shell):
         self.fleet.watched = visible.__contains__
         if self.fleet.demand is None or not self.engine.running:
             return
-        wanted = (visible, table.cursor_host)
+        selected = table.cursor_host
+        if table.host_filter.selects_state(*UNOPENED):
+            # Listing the idle hosts must not open them (the selected one included: each
+            # opened would leave the list and the cursor would land on, and open, the next).
+            rows, visible, selected = [], frozenset(), None
+        wanted = (visible, selected)
         if wanted != self._demand_sent:  # the engine hears of changes only
             self._demand_sent = wanted
             self.engine.call(self.fleet.on_screen, rows)
-            self.engine.call(self.fleet.select, table.cursor_host)
+            self.engine.call(self.fleet.select, selected)
 
     @on(HostTable.Scrolled, "#hosts")
     def _rows_scrolled(self) -> None:

@@ -77,6 +77,24 @@ async def test_rows_on_screen_connect_and_a_page_down_opens_the_next_page(sim: S
         await until(pilot, lambda: set(words(table).values()) == {"connected"})
 
 
+async def test_listing_the_idle_hosts_does_not_open_them(sim: SimFleet) -> None:
+    app = app_for(sim)
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = app.query_one(HostTable)
+        await until(pilot, lambda: len(table.rows_on_screen()) > 5)
+        page = table.rows_on_screen()
+        await until(pilot, lambda: connected_to(sim) == set(page))
+        await pilot.press("F", *"state=idle", "enter")
+        await until(pilot, lambda: table.host_filter.text == "state=idle")
+        listed = table.rows_on_screen()
+        assert listed and not set(listed) & set(page)
+        await pilot.pause(3 * IDLE_S)  # long enough for them to have been opened, were they
+        # (The first page, off screen now, has closed and joined the list meanwhile.)
+        assert set(words(table).values()) == {"idle"}
+        assert not set(table.rows_on_screen()) & connected_to(sim)
+        assert not set(listed) & connected_to(sim)
+
+
 async def test_an_action_on_idle_hosts_opens_them(sim: SimFleet) -> None:
     app = app_for(sim)
     async with app.run_test(size=(80, 24)) as pilot:
