@@ -62,3 +62,23 @@ def test_an_unknown_follow_mode_is_refused_naming_file_field_and_value() -> None
     text = str(err.value)
     assert str(path) in text and "'follow'" in text and "ondemand" in text
     assert "'all' or 'on-demand'" in text
+
+
+def test_the_command_line_follow_mode_overrides_the_setting() -> None:
+    from console.cli import parse_args
+    from console.cli.tui import build_app
+    from console.profiles import load_fleet
+
+    profiles = load_fleet(Path(__file__).resolve().parents[2] / "profiles")
+    path = settings_path()
+    path.parent.mkdir(parents=True)
+    path.write_text('follow = "on-demand"\nidle_close_s = 5\n')
+    assert build_app(profiles, read_only=False).fleet.demand is not None
+    app = build_app(profiles, read_only=False, follow="all")
+    assert app.fleet.demand is None
+    for argv in (["--follow", "on-demand"], ["--follow", "on-demand", "demo"]):
+        assert parse_args(argv).follow == "on-demand"
+    assert parse_args(["demo", "--follow", "all"]).follow == "all"
+    assert parse_args([]).follow is None  # the setting decides
+    with pytest.raises(SystemExit):
+        parse_args(["status", "--follow", "all"])  # the headless commands are unchanged
