@@ -37,7 +37,8 @@ console = Console(highlight=False, width=max(Console().width, 140))
 @dataclass
 class SimServer:
     directory: Path
-    process: subprocess.Popen[str]
+    process: subprocess.Popen[str] | None
+    """None in a benchmark's child process: the parent serves the fleet."""
     profiles: list[Profile]
 
     def ssh_argv(self, profile: Profile, remote_command: Sequence[str]) -> list[str]:

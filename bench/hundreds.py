@@ -3,6 +3,7 @@ raw OpenSSH client over the same hosts in the same run.
 
     python3 -m bench.hundreds [--hosts 200] [--budget 32] [--groups 10] [--idle 20]
                               [--stream 20] [--rate 50] [--keys 15] [--no-raw]
+                              [--on-demand] [--pages 5]
 
 Measured in this process (the app and its engine thread; the simulated hosts run in their own
 process, `specops demo --serve`), with the hosts spread over `--groups` inventory groups:
@@ -13,6 +14,12 @@ CPU (user+system, share of one core) and RSS while the fleet is quiet, in profil
 again grouped and sorted by tok/s (the order is then recomputed every second); then, while
 `--stream` hosts each log `--rate` decode lines a second, keypress → repaint p50 / p99 for
 host selection (`1`–`9`), sort (`o`), group (`g`) and a filter applied (`F`, text, enter).
+
+`--on-demand` measures the app a second time, in the same run over the same hosts, with
+`follow = "on-demand"`: the first page's hosts connected and showing their unit, how many
+hosts are connected once it settles (the rows on screen), the same quiet CPU and RSS, the
+time from `pagedown` in the fleet table to every row of the new page showing `connected`
+and its unit (`--pages` times), and the same keys.
 
 The raw row: `ssh HOST journalctl -u UNIT -n 0` for every host, `--budget` at once (the
 connecting), then one `ssh HOST journalctl -u UNIT -f -o cat` per host, their CPU and RSS
@@ -26,7 +33,10 @@ import argparse
 import asyncio
 import concurrent.futures
 import contextlib
+import json
+import os
 import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -35,10 +45,10 @@ from typing import Any
 from bench.harness import SimServer, percentile, report, rss_mb, sim_fleet
 from console.app import SpecopsApp
 from console.fleet import Fleet
-from console.profiles import Profile
+from console.profiles import Profile, load_fleet
 from console.settings import CONNECT_BUDGET
 from widgets.host_table import HostTable
-from widgets.journal_view import PromptInput
+from widgets.journal_view import JournalView, PromptInput
 
 CLK_TCK = 100  # os.sysconf("SC_CLK_TCK") on Linux
 
@@ -99,14 +109,40 @@ async def _keys(
 FILTERS = ("group=rack-03", "state=up name~gpu1", "", "group=gpu state=active", "")
 
 
+def page_ready(table: HostTable) -> bool:
+    """Every row on screen says `connected` and shows its unit's state."""
+    rows = [table.rows_by_name[n] for n in table.rows_on_screen()]
+    return bool(rows) and all(r.connected and r.status for r in rows)
+
+
+async def _pages(app: SpecopsApp, pilot: Any, table: HostTable, pages: int) -> list[float]:
+    """`pagedown` in the fleet table → every row of the new page connected with its unit (s)."""
+    table.focus()
+    await pilot.pause()
+    samples: list[float] = []
+    for _ in range(pages):
+        before = table.rows_on_screen()
+        t0 = time.monotonic()
+        app.simulate_key("pagedown")
+        while table.rows_on_screen() == before and time.monotonic() - t0 < 5:
+            await pilot.pause(0.005)
+        while not page_ready(table) and time.monotonic() - t0 < 60:
+            await pilot.pause(0.005)
+        samples.append(time.monotonic() - t0)
+        await pilot.pause(1.0)
+    app.query_one(JournalView).focus()
+    return samples
+
+
 async def measure(
-    sim: SimServer, args: argparse.Namespace, profiles: list[Profile]
+    sim: SimServer, args: argparse.Namespace, profiles: list[Profile], on_demand: bool = False
 ) -> dict[str, Any]:
     hosts = len(profiles)
     t0 = time.monotonic()
-    fleet = Fleet(profiles, history=0, connect_budget=args.budget)
+    fleet = Fleet(profiles, history=0, connect_budget=args.budget, on_demand=on_demand)
     app = SpecopsApp(fleet)
-    row: dict[str, Any] = {"client": "specops app", "hosts": hosts, "budget": args.budget}
+    client = "specops app, on demand" if on_demand else "specops app"
+    row: dict[str, Any] = {"client": client, "hosts": hosts, "budget": args.budget}
     async with app.run_test(size=(160, 48)) as pilot:
         table = app.query_one(HostTable)
         while len(table.rows_by_name) < hosts:
@@ -119,19 +155,23 @@ async def measure(
         def connected() -> int:
             return sum(1 for r in table.rows_by_name.values() if r.connected)
 
-        while connected() < hosts and time.monotonic() - t0 < 300:
-            await pilot.pause(0.1)
-        row["all_connected_s"] = time.monotonic() - t0
-        row["connected"] = connected()
-        row["connect_peak"] = fleet.connect_budget.peak
-
         def shown() -> int:  # connected, and the unit's state in its row
             return sum(1 for r in table.rows_by_name.values() if r.connected and r.status)
 
-        while shown() < hosts and time.monotonic() - t0 < 300:
-            await pilot.pause(0.1)
-        row["all_status_s"] = time.monotonic() - t0
+        if on_demand:  # the first page: the rows on screen
+            while not page_ready(table) and time.monotonic() - t0 < 300:
+                await pilot.pause(0.01)
+            row["first_page_s"] = time.monotonic() - t0
+        else:
+            while connected() < hosts and time.monotonic() - t0 < 300:
+                await pilot.pause(0.1)
+            row["all_connected_s"] = time.monotonic() - t0
+            while shown() < hosts and time.monotonic() - t0 < 300:
+                await pilot.pause(0.1)
+            row["all_status_s"] = time.monotonic() - t0
+        row["connect_peak"] = fleet.connect_budget.peak
         await pilot.pause(5.0)  # first status reads and journal catch-up settle
+        row["connected"] = sum(bool(s.started) for s in fleet.sessions.values())
         cpu0, w0 = time.process_time(), time.monotonic()
         await pilot.pause(args.idle)
         row["idle_cpu_pct"] = 100 * (time.process_time() - cpu0) / (time.monotonic() - w0)
@@ -147,12 +187,21 @@ async def measure(
         table.set_grouped(False)
         while table.sort_column != "#":
             table.cycle_sort()
+        if on_demand:
+            await pilot.pause(1.0)
+            pages = await _pages(app, pilot, table, args.pages)
+            row["page_down_p50_s"] = percentile(pages, 50)
+            row["page_down_max_s"] = max(pages)
+            row["connected_after_pages"] = sum(bool(s.started) for s in fleet.sessions.values())
+            table.move_cursor(row=0)  # back to the top, as the keys start
+            await pilot.pause(1.0)
 
         streaming = sim.profiles[: args.stream]
         count = int(args.rate * (args.keys * 4 + 15))
         emitters = [
             asyncio.create_task(asyncio.to_thread(sim.emit, p, args.rate, count)) for p in streaming
         ]
+        quiet_at = time.monotonic() + count / args.rate + 2.0
         await pilot.pause(1.0)
         prompt = app.query_one("#fleet-filter", PromptInput)
 
@@ -174,6 +223,8 @@ async def measure(
             row[f"{name}_p99_ms"] = percentile(samples, 99)
         for task in emitters:
             task.cancel()
+    # The hosts go on logging what they were asked to: the next measurement starts quiet.
+    await asyncio.sleep(max(0.0, quiet_at - time.monotonic()))
     return row
 
 
@@ -229,12 +280,15 @@ COLUMNS = [
     "budget",
     "first_paint_s",
     "all_connected_s",
+    "all_status_s",
+    "first_page_s",
     "connected",
     "connect_peak",
-    "all_status_s",
     "idle_cpu_pct",
     "arranged_idle_cpu_pct",
     "rss_mb",
+    "page_down_p50_s",
+    "page_down_max_s",
 ]
 KEY_COLUMNS = [
     "client",
@@ -255,6 +309,18 @@ KEY_COLUMNS = [
 ]
 
 
+def _child(sim: SimServer, mode: str) -> dict[str, Any]:
+    """This benchmark run again in a child process for one app (`--app MODE`)."""
+    argv = [sys.executable, "-m", "bench.hundreds", *sys.argv[1:], "--app", mode]
+    argv += ["--sim", str(sim.directory)]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"bench.hundreds --app {mode} failed:\n{done.stderr[-4000:]}")
+    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("ROW "))
+    row: dict[str, Any] = json.loads(line[4:])
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--hosts", type=int, default=200)
@@ -265,10 +331,26 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=50.0, help="lines/s per streaming host")
     parser.add_argument("--keys", type=float, default=10.0, help="seconds of each kind of key")
     parser.add_argument("--no-raw", action="store_true", help="skip the OpenSSH baseline")
+    parser.add_argument(
+        "--on-demand", action="store_true", help="also measure follow = on-demand, same run"
+    )
+    parser.add_argument("--pages", type=int, default=5, help="page-downs timed (on demand)")
+    parser.add_argument("--app", choices=("all", "on-demand"), help=argparse.SUPPRESS)
+    parser.add_argument("--sim", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.stream = min(args.stream, args.hosts)
+    if args.app is not None:  # one app, in this process, over the fleet the parent serves
+        served = SimServer(Path(args.sim), None, load_fleet(Path(args.sim) / "profiles"))
+        profiles = grouped(served.profiles, args.groups)
+        row = asyncio.run(measure(served, args, profiles, on_demand=args.app == "on-demand"))
+        print("ROW " + json.dumps(row), flush=True)
+        return
     with sim_fleet(hosts=args.hosts, decode_interval_s=3600) as sim:
-        rows = [asyncio.run(measure(sim, args, grouped(sim.profiles, args.groups)))]
+        if args.on_demand:
+            # Each app in a process of its own: its RSS is its own, not the first one's too.
+            rows = [_child(sim, mode) for mode in ("all", "on-demand")]
+        else:
+            rows = [asyncio.run(measure(sim, args, grouped(sim.profiles, args.groups)))]
         if not args.no_raw:
             rows.append(raw(sim, args))
     for row in rows:
@@ -277,8 +359,10 @@ def main() -> None:
         f"{args.hosts} simulated hosts: the headless app vs OpenSSH alone "
         f"(keys while {args.stream} hosts log {args.rate:g} lines/s each)"
     )
-    report("hundreds", title, COLUMNS, rows)
-    report("hundreds_keys", "keypress → repaint, the app", KEY_COLUMNS, rows[:1])
+    load = os.getloadavg()
+    report("hundreds", title, COLUMNS, rows, load)
+    apps = [r for r in rows if r["client"].startswith("specops")]
+    report("hundreds_keys", "keypress → repaint, the app", KEY_COLUMNS, apps, load)
 
 
 if __name__ == "__main__":

@@ -128,6 +128,7 @@ class SpecopsApp(
         self.engine = EngineThread()
         self._metrics_due = {}
         self._journal_numbers_at = {}
+        self._remote_numbers_at = {}
         self._inbox = deque()
         self._inbox_added = 0
         self._inbox_taken = 0
@@ -139,6 +140,7 @@ class SpecopsApp(
             self._probation_rollback,
             self._probation_posted,
             read_only="read-only console" if self.read_only else None,
+            on_window=fleet.probation,
         )
         self.left_on = LeftOnWatch(fleet.sessions, lambda f: self.post_message(LeftOnUpdated(f)))
         self.left_ons = deque(maxlen=ALERTS_KEPT)
@@ -179,6 +181,7 @@ class SpecopsApp(
         if self.read_only:
             self.sub_title = "read-only"
         self._start_engine()
+        self.call_after_refresh(self._publish_on_screen)  # the first page opens at once
         if self.host_names:
             self.query_one(JournalView).show_host(self.host_names[0])
             self._show_stats()

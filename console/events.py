@@ -41,6 +41,9 @@ class JournalEntry:
     """The first record of a new `_SYSTEMD_INVOCATION_ID` after another one: a restart."""
     crash: str | None = None
     """The crash signature (`console.watch.signatures`) found anywhere in the record."""
+    read_back: int = 0
+    """On the last record read back after the host was idle (on-demand mode): how many journal
+    lines were read back. Views mark the boundary after it: what follows is live."""
 
     @property
     def lines(self) -> tuple[str, ...]:
@@ -65,6 +68,8 @@ class HostStateChanged:
 class JournalBatch:
     host: str
     entries: list[JournalEntry]
+    read_back: bool = False
+    """Logged while the host was idle (closed in on-demand mode), read back on reopening."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,9 @@ class CrashDetected:
     cursor: str
     live: bool = True
     """False for a crash found in the history read at start-up (an older run)."""
+    read_back: bool = False
+    """Found in lines read back after the host was idle: it happened at `timestamp`, while no
+    one followed the host; an alert, never a cause for an action meant for now."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +137,8 @@ class InvocationChanged:
     invocation: str
     previous: str | None
     timestamp: float
+    read_back: bool = False
+    """Seen in lines read back after the host was idle (the restart happened back then)."""
 
 
 @dataclass(frozen=True)

@@ -2,18 +2,27 @@
 
 Every host runs on its own tasks, so a dead or slow host never delays another one or the
 UI: connecting, following and polling are all per host and never awaited together.
+
+By default every host is connected and followed for as long as the console runs. With
+`on_demand` a host is connected only while it is wanted (console/demand.py: on screen,
+selected, an action on it, on probation) and closed `idle_close_s` after the last reason
+went; its tasks stay, waiting for the connection, and its follower reads back on reopening
+what the host logged while idle.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from typing import TypeVar
 
 from console.audit import ActionRecord
+from console.demand import PROBATION, SCREEN, SELECTED, Demand
 from console.events import (
     CrashDetected,
     Event,
@@ -25,11 +34,12 @@ from console.events import (
 )
 from console.profiles import Profile
 from console.service.status import read_status
-from console.settings import CONNECT_BUDGET
+from console.settings import CONNECT_BUDGET, IDLE_CLOSE_S
 from console.transport.ssh import (
     CommandRecord,
     ConnectBudget,
     ConnState,
+    Disconnected,
     HostSession,
     HostState,
     RemoteError,
@@ -42,6 +52,7 @@ from console.watch.poller import poll_prometheus, poll_server
 log = logging.getLogger(__name__)
 
 Listener = Callable[[Event], None]
+T = TypeVar("T")
 
 PRESSURE_POLL_S = 0.01
 OFFSCREEN_POLL_FACTOR = 4.0
@@ -50,6 +61,9 @@ is still re-read whenever its journal says the unit changed, and on every reconn
 POLL_JITTER = 0.2
 """Each fallback wait is ± this share of it: hosts that connected together do not all read
 their status in the same instant every round (200 reads in a burst, the keys waiting)."""
+OPEN_WAIT_S = 30.0
+"""How long an action on an idle host waits for its connection before it runs anyway (and
+fails as it would on a host that is down)."""
 
 
 class Fleet:
@@ -68,6 +82,8 @@ class Fleet:
         server_metrics_s: float = 0.0,
         prometheus_url: str | None = None,
         connect_budget: int = CONNECT_BUDGET,
+        on_demand: bool = False,
+        idle_close_s: float = IDLE_CLOSE_S,
     ) -> None:
         self.profiles = {p.name: p for p in profiles}
         self.connect_budget = ConnectBudget(connect_budget)
@@ -90,10 +106,24 @@ class Fleet:
         self._listeners: list[Listener] = []
         self.sessions: dict[str, HostSession] = {
             name: HostSession(
-                p, on_state=self._state_changed, on_command=on_command, budget=self.connect_budget
+                p,
+                on_state=self._state_changed,
+                on_command=on_command,
+                budget=self.connect_budget,
+                idle=on_demand,
             )
             for name, p in self.profiles.items()
         }
+        self.demand: Demand | None = None
+        """Which hosts are wanted open (on-demand mode); None: every host, always."""
+        if on_demand:
+            self.demand = Demand(
+                self.profiles, idle_close_s=idle_close_s, on_open=self._open, on_close=self._close
+            )
+        self._claims = itertools.count(1)
+        self._switching: dict[str, asyncio.Lock] = {}
+        """Per host: an open and a close never interleave (a close awaits its supervisor)."""
+        self._side_tasks: set[asyncio.Task[None]] = set()
         self.status: dict[str, ServiceStatus] = {}
         self.followers: dict[str, JournalFollower] = {}
         self.monitors: dict[str, HostMonitor] = {
@@ -140,7 +170,10 @@ class Fleet:
         of the fleet table's first rows); a host's tasks wait for its connection."""
         for name, session in self.sessions.items():
             self._dirty[name] = asyncio.Event()
-            session.start()
+            if self.demand is None:
+                session.start()
+            else:  # opened when wanted; the table shows it idle meanwhile
+                self.emit(HostStateChanged(session.state))
             self._tasks.append(asyncio.create_task(self._poll(name), name=f"status:{name}"))
             if self.health_s > 0:
                 task = asyncio.create_task(self._poll_health(name), name=f"health:{name}")
@@ -190,10 +223,12 @@ class Fleet:
             current = known.invocation_id if known is not None else None
             if any(e.pid == "1" or (e.invocation and e.invocation != current) for e in entries):
                 self.refresh_status(name)  # systemd logged about the unit, or it restarted
-            self.emit(JournalBatch(name, entries))
             follower = self.followers.get(name)
+            read_back = follower is not None and follower.reading_back
+            self.emit(JournalBatch(name, entries, read_back))
             live = follower is None or not follower.replaying
-            for event in self.monitors[name].observe(entries, live=live):
+            monitor = self.monitors[name]
+            for event in monitor.observe(entries, live=live, read_back=read_back):
                 if isinstance(event, CrashDetected) and event.flags is None:
                     self._tasks.append(asyncio.create_task(self._crash_with_flags(event)))
                 else:
@@ -235,6 +270,8 @@ class Fleet:
                     status = await read_status(session, with_version=True)
                     last_invocation = status.invocation_id
             except RemoteError as exc:
+                if isinstance(exc, Disconnected) and self._idle(name):
+                    continue  # closed on demand during the read: the unit did nothing wrong
                 status = ServiceStatus(host=name, error=str(exc))
                 last_invocation = None
             except ValueError as exc:  # an ExecStart we cannot parse
@@ -254,6 +291,8 @@ class Fleet:
             await session.wait_connected()
             if self.watched is None or self.watched(name):
                 health = await probe_health(session, timeout=min(3.0, self.health_s))
+                if self._idle(name):
+                    continue  # closed on demand during the probe: no answer to report
                 if health != self.health.get(name):
                     self.health[name] = health
                     self.emit(HealthChecked(name, health, time.time()))
@@ -271,7 +310,94 @@ class Fleet:
         if status != previous:
             self.emit(status)
 
+    # --- on demand (console/demand.py) ---------------------------------------------------
+
+    def _idle(self, name: str) -> bool:
+        return self.sessions[name].state.state is ConnState.IDLE
+
+    def on_screen(self, hosts: Collection[str]) -> None:
+        """The hosts whose rows are on screen now (on-demand mode: they are opened)."""
+        if self.demand is not None:
+            self.demand.holders(SCREEN, hosts)
+
+    def select(self, host: str | None) -> None:
+        """The selected host (on-demand mode: it is opened)."""
+        if self.demand is not None:
+            self.demand.holders(SELECTED, () if host is None else (host,))
+
+    def probation(self, host: str, for_s: float | None) -> None:
+        """A host is on probation for `for_s` more seconds (None: not on probation); on-demand
+        mode keeps it open meanwhile, so a crash is seen as it happens and rolled back."""
+        if self.demand is None:
+            return
+        if for_s is None or for_s <= 0:
+            self.demand.drop(host, PROBATION)
+        else:
+            self.demand.hold(host, PROBATION, for_s=for_s)
+
+    async def claim(self, hosts: Iterable[str], what: str = "action") -> str:
+        """Keep `hosts` open for an operator action until `release` (on-demand mode), and
+        wait (at most OPEN_WAIT_S) for those that were idle to connect. Returns the claim."""
+        claim = f"{what}#{next(self._claims)}"
+        if self.demand is None:
+            return claim
+        names = list(hosts)
+        for name in names:
+            self.demand.hold(name, claim)
+        try:
+            await asyncio.gather(*(self.sessions[n].wait_connected(OPEN_WAIT_S) for n in names))
+        except BaseException:  # cancelled while waiting: the action never ran
+            self.release(names, claim)
+            raise
+        return claim
+
+    def release(self, hosts: Iterable[str], claim: str) -> None:
+        """The action holding `claim` is over: its hosts close when nothing else wants them."""
+        if self.demand is not None:
+            for name in hosts:
+                self.demand.drop(name, claim)
+
+    async def using(
+        self, hosts: Collection[str], work: Callable[[], Awaitable[T]], what: str = "action"
+    ) -> T:
+        """`work()` with `hosts` held open (see `claim`)."""
+        claim = await self.claim(hosts, what)
+        try:
+            return await work()
+        finally:
+            self.release(hosts, claim)
+
+    def _open(self, name: str) -> None:
+        self._switch(name)
+
+    def _close(self, name: str) -> None:
+        self._switch(name)
+
+    def _switch(self, name: str) -> None:
+        task = asyncio.create_task(self._apply(name), name=f"demand:{name}")
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
+
+    async def _apply(self, name: str) -> None:
+        """Bring the host's session in line with the demand: open, or close as idle."""
+        assert self.demand is not None
+        session = self.sessions[name]
+        async with self._switching.setdefault(name, asyncio.Lock()):
+            if self.demand.is_open(name):
+                session.start()
+            elif session.started:
+                follower = self.followers.get(name)
+                if follower is not None:
+                    follower.going_idle()
+                await session.close(ConnState.IDLE)
+
     async def stop(self) -> None:
+        if self.demand is not None:
+            self.demand.stop()
+        for task in [*self._side_tasks]:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

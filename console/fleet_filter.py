@@ -29,6 +29,7 @@ STATES = (
     "unreachable",
     "refused",
     "closed",
+    "idle",
     "up",
     "down",
     # the unit (systemd's ActiveState), or `error` when it could not be read
@@ -46,6 +47,10 @@ STATES = (
     "stale",
 )
 """The words a host's state can be matched against with `state=`."""
+UNOPENED = ("idle", "stale")
+"""States that opening a host would end: in on-demand mode the rows a filter for them shows
+are not opened (each page opened would leave the filter and bring the next, through the whole
+fleet)."""
 
 _TERM = re.compile(r"^(?P<field>[A-Za-z]*)(?P<op>!=|!~|=|~)(?P<value>.*)$")
 
@@ -88,6 +93,11 @@ class FleetFilter:
     @property
     def empty(self) -> bool:
         return not self.terms
+
+    def selects_state(self, *states: str) -> bool:
+        """Whether a term asks for hosts in any of `states` (`state=idle`, `state~stal`)."""
+        wanted = (t for t in self.terms if t.field == "state" and not t.negated)
+        return any(t.hit(states) for t in wanted)
 
     def matches(self, host: HostFacts) -> bool:
         words = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, ValidationError
 from pydantic_settings import (
@@ -42,6 +43,8 @@ def state_dir() -> Path:
 
 CONNECT_BUDGET = 32
 """SSH connection attempts in flight at once, by default."""
+IDLE_CLOSE_S = 60.0
+"""In on-demand mode, how long a host nobody wants any more stays open, by default."""
 
 
 def settings_path() -> Path:
@@ -76,6 +79,17 @@ class Settings(BaseSettings):
     """SSH connection attempts in flight at once (the rest queue; a slot is held for one
     attempt, at most the profile's `connect_timeout_s`): 200 hosts do not make 200 key
     exchanges together, on this machine or on a jump host."""
+
+    follow: Literal["all", "on-demand"] = "all"
+    """Which hosts the TUI keeps connected: `all` (each host's journal followed all the time,
+    so crash signatures are seen on every host), or `on-demand` (only the hosts on screen,
+    selected, acted on or on probation; the others are closed after `idle_close_s` and read
+    back what they logged meanwhile when opened again). The headless commands connect to the
+    hosts they name either way."""
+    idle_close_s: float = Field(default=IDLE_CLOSE_S, ge=0, le=86_400)
+    """On demand: how long a host stays open after nothing wants it any more (its row
+    scrolled off, another host selected, its action done), so scrolling past a page of rows
+    and back does not close and reopen their connections."""
 
     @classmethod
     def settings_customise_sources(

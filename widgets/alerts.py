@@ -46,8 +46,9 @@ def format_flags(flags: dict[str, FlagValue] | None) -> str:
 def alert_text(crash: CrashDetected) -> str:
     """The notification body: what, where, with which flags."""
     run = (crash.invocation or "?")[:12]
+    when = f", at {_when(crash.timestamp)} while idle, read back" if crash.read_back else ""
     return (
-        f"{crash.host}: {crash.signature} (run {run})\n"
+        f"{crash.host}: {crash.signature} (run {run}{when})\n"
         f"{crash.line}\nflags: {format_flags(crash.flags)}"
     )
 
@@ -83,7 +84,9 @@ class AlertsScreen(ModalScreen[None]):
             table.add_columns("time", "host", "run", "signature", "flags", "line")
             for crash in self.crashes:
                 when = _when(crash.timestamp)
-                older = "" if crash.live else " (before start)"
+                older = (
+                    " (read back)" if crash.read_back else "" if crash.live else " (before start)"
+                )
                 table.add_row(
                     when + older,
                     crash.host,

@@ -47,6 +47,7 @@ CONNECTION_RANK = {
             ConnState.RECONNECTING,
             ConnState.CONNECTING,
             ConnState.CLOSED,
+            ConnState.IDLE,
             ConnState.CONNECTED,
         )
     )
@@ -96,13 +97,20 @@ class HostRow:
         return self.state is not None and self.state.state is ConnState.CONNECTED
 
     @property
+    def idle(self) -> bool:
+        """Closed on purpose (on-demand mode): neither up nor down."""
+        return self.state is not None and self.state.state is ConnState.IDLE
+
+    @property
     def unseen(self) -> int:
         return self.alerts - self.seen
 
     def facts(self) -> HostFacts:
         """The words a filter matches (console/fleet_filter.py's STATES)."""
         conn = self.state.state if self.state is not None else ConnState.CONNECTING
-        words = {STATE_WORD.get(conn, conn.value), "up" if self.connected else "down"}
+        words = {STATE_WORD.get(conn, conn.value)}
+        if not self.idle:  # an idle host is not known to be up, and is in no trouble
+            words.add("up" if self.connected else "down")
         if self.status is not None:
             words.add("error" if self.status.error else self.status.active_state)
         for word, on in (
@@ -188,6 +196,8 @@ class GroupSummary:
     restarts: int
     alerts: int
     unseen: int
+    idle: int = 0
+    """Hosts closed on demand: not counted as up, and no reason for alarm."""
 
 
 def summarise(rows: Iterable[HostRow]) -> GroupSummary:
@@ -202,6 +212,7 @@ def summarise(rows: Iterable[HostRow]) -> GroupSummary:
         restarts=sum(r.restarts for r in rows),
         alerts=sum(r.alerts for r in rows),
         unseen=sum(max(0, r.unseen) for r in rows),
+        idle=sum(r.idle for r in rows),
     )
 
 

@@ -41,6 +41,7 @@ STATE_STYLE = {
     ConnState.UNREACHABLE: "red",
     ConnState.HOST_KEY_REFUSED: "bold red",
     ConnState.CLOSED: "dim",
+    ConnState.IDLE: "dim",
 }
 
 DROP_ORDER = ("sglang", "nvls", "topk", "graph", "budget", "#", "restarts", "unit", "age", "alerts")
@@ -127,6 +128,17 @@ class HostTable(ScrollView, can_focus=True):
             self.table = table
             self.host = host
             self.cursor_row = cursor_row
+
+        @property
+        def control(self) -> HostTable:
+            return self.table
+
+    class Scrolled(Message):
+        """Other rows came on screen (the app opens their hosts in on-demand mode)."""
+
+        def __init__(self, table: HostTable) -> None:
+            super().__init__()
+            self.table = table
 
         @property
         def control(self) -> HostTable:
@@ -264,13 +276,15 @@ class HostTable(ScrollView, can_focus=True):
         accept: Text | str = f"{row.accept_len:.2f}" if row.accept_len is not None else "-"
         tps: Text | str = f"{row.throughput:.0f}" if row.throughput is not None else "-"
         age: Text | str = "-" if row.age_s is None else age_text(row.age_s)
+        old = self.get_component_rich_style("host-table--stale", partial=True)
         if row.stale:  # the numbers of a run that stopped logging: never shown as live
-            old = self.get_component_rich_style("host-table--stale", partial=True)
             accept, tps = Text(str(accept), style=old), Text(str(tps), style=old)
-            age = Text(str(age), style="bold yellow")
+            late: str | Style = "bold yellow" if not row.idle else old  # idle: expected
+            age = Text(str(age), style=late)
         health: Text | str = "-"
         if row.health is not None:
-            health = Text(row.health, style=HEALTH_STYLE.get(row.health, "bold red"))
+            answer: str | Style = HEALTH_STYLE.get(row.health, "bold red")
+            health = Text(row.health, style=old if row.idle else answer)  # idle: the last, dim
         if row.accept_len is not None and row.source in SOURCE_MARK:
             accept = Text.assemble(accept, (f" {SOURCE_MARK[row.source]}", "dim"))
         # What the server did beats what the flags asked for (graphs can silently fall back).
@@ -301,8 +315,8 @@ class HostTable(ScrollView, can_focus=True):
     def _group_cells(self, group: str, summary: GroupSummary) -> list[Text | str]:
         """A group's aggregate, in the columns its hosts' numbers are in."""
         up = Text(
-            f"{summary.up}/{summary.hosts} up",
-            style="green" if summary.up == summary.hosts else "bold red",
+            f"{summary.up}/{summary.hosts} up" + (f" {summary.idle} idle" if summary.idle else ""),
+            style="green" if summary.up + summary.idle == summary.hosts else "bold red",
         )
         if summary.unseen:
             alerts: Text | str = Text(str(summary.unseen), style="bold red")
@@ -407,13 +421,14 @@ class HostTable(ScrollView, can_focus=True):
         return y if 1 <= y < self.size.height else None
 
     def _refresh_line(self, line: Line) -> None:
-        """Repaint one line, if it is shown and on screen."""
+        """Repaint one line, if it is shown and on screen.
+
+        `y` is where it is drawn in the widget; ScrollView.refresh_line takes a line of the
+        virtual size and subtracts the scroll offset: once the table was scrolled, a changed
+        row repainted a line above it (or none), and kept showing its old state."""
         y = self._screen_y(line)
         if y is not None:
-            # The region on screen: ScrollView.refresh_line takes a line of the virtual
-            # size and takes the scroll offset off it again, so with the table scrolled
-            # it repainted another row, and the rows at the bottom kept old numbers.
-            self.refresh(Region(0, y, max(self.virtual_size.width, self.size.width), 1))
+            self.refresh(Region(0, y, self.size.width, 1))
 
     def set_state(self, state: HostState) -> None:
         self.rows_by_name[state.host].state = state
@@ -452,12 +467,17 @@ class HostTable(ScrollView, can_focus=True):
         row.age_s, row.stale = age_s, stale
         self.refresh_host(name)
 
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if round(old_value) != round(new_value):
+            self.post_message(self.Scrolled(self))
+
     def visible_names(self) -> frozenset[str]:
         """The hosts whose rows are on screen now."""
-        return frozenset(self.visible_order())
+        return frozenset(self.rows_on_screen())
 
-    def visible_order(self) -> list[str]:
-        """The hosts whose rows are on screen now, top to bottom."""
+    def rows_on_screen(self) -> list[str]:
+        """The hosts whose rows are on screen now, top row first."""
         top = self.scroll_offset.y
         rows = max(1, self.size.height - 1)
         return [n for n in self._lines[top : top + rows] if isinstance(n, str)]

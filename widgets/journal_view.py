@@ -401,7 +401,12 @@ class JournalView(Log):
                 and message.isascii()
                 and len(message) <= MAX_LINE
                 and message.isprintable()
-                and not (record.continuation or record.new_invocation or record.dropped)
+                and not (
+                    record.continuation
+                    or record.new_invocation
+                    or record.dropped
+                    or record.read_back
+                )
             ):
                 if accepts(record):
                     rows.append((prefix, message) if offset else message)

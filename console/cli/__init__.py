@@ -38,7 +38,7 @@ from console.cli import (
 )
 from console.cli import set as set_
 from console.cli.common import EXIT_OK, EXIT_USAGE, UsageError, err, load_profiles
-from console.cli.tui import run_tui
+from console.cli.tui import add_follow_option, run_tui
 from console.profiles import ProfileError
 
 COMMANDS: dict[str, ModuleType] = {
@@ -98,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Operations console for SGLang speculative-decoding GPU hosts.",
         epilog="Exit status: 0 ok, 1 action failed, 2 bad usage or profile, 3 host unreachable.",
     )
+    add_follow_option(parser)  # the TUI's own; the headless commands connect to what they name
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMANDS.values():
         module.add_parser(sub, common)
@@ -110,11 +111,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.read_only = getattr(args, "read_only", False)
     args.inventory = getattr(args, "inventory", None)
     args.group = getattr(args, "group", None)
+    args.follow = getattr(args, "follow", None)
     return args
 
 
 def _console(args: argparse.Namespace) -> int:
-    return run_tui(load_profiles(args), read_only=args.read_only)
+    return run_tui(load_profiles(args), read_only=args.read_only, follow=args.follow)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from console.cli.common import EXIT_OK, UsageError, out, require_terminal
-from console.cli.tui import run_tui
+from console.cli.tui import add_follow_option, run_tui
 from console.settings import STATE_DIR_ENV
 
 MAX_HOSTS = 256
@@ -48,6 +48,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "--dir", metavar="DIR", help="the demo's own directory (default: a new one in /tmp)"
     )
     demo.add_argument("--discard", action="store_true", help="remove the demo directory on quit")
+    add_follow_option(demo)
     demo.add_argument("--load-delay", type=float, default=4.0, help=argparse.SUPPRESS)
     demo.add_argument("--decode-interval", type=float, default=1.0, help=argparse.SUPPRESS)
 
@@ -130,7 +131,7 @@ def run_demo(args: argparse.Namespace) -> int:
             )
             profiles = sim.start()
             try:
-                return run_tui(profiles, read_only=args.read_only)
+                return run_tui(profiles, read_only=args.read_only, follow=args.follow)
             finally:
                 sim.stop()
     finally:

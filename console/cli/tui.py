@@ -6,6 +6,7 @@ import-linter contract names this module as its one exception.
 
 from __future__ import annotations
 
+import argparse
 from typing import TYPE_CHECKING
 
 from console.audit import AuditLog
@@ -17,12 +18,30 @@ if TYPE_CHECKING:
     from console.app import SpecopsApp
 
 
-def build_app(profiles: list[Profile], *, read_only: bool) -> SpecopsApp:
-    """The app as `specops` runs it: the user's settings, every command into the audit log."""
+FOLLOW_MODES = ("all", "on-demand")
+
+
+def add_follow_option(parser: argparse.ArgumentParser) -> None:
+    """`--follow all|on-demand`, for the commands that run the TUI (`specops`, `demo`); given
+    before or after `demo`, either way (absent: `args.follow` is None)."""
+    parser.add_argument(
+        "--follow",
+        choices=FOLLOW_MODES,
+        default=argparse.SUPPRESS,
+        help="connect to every host (all) or only to the ones on screen, selected, acted on "
+        "or on probation (on-demand); default: the `follow` setting, else all",
+    )
+
+
+def build_app(profiles: list[Profile], *, read_only: bool, follow: str | None = None) -> SpecopsApp:
+    """The app as `specops` runs it: the user's settings, every command into the audit log;
+    `follow` (the command line's `--follow`) overrides the setting."""
     from console.app import SpecopsApp  # the only place the CLI reaches for Textual
     from console.fleet import Fleet
 
     settings = load_settings()
+    if follow is not None:
+        settings = settings.model_copy(update={"follow": follow})
     secrets = frozenset().union(*(p.secret_names for p in profiles))
     audit = AuditLog(secrets=secrets)
     fleet = Fleet(
@@ -32,12 +51,14 @@ def build_app(profiles: list[Profile], *, read_only: bool) -> SpecopsApp:
         server_metrics_s=settings.server_metrics_s,
         prometheus_url=settings.prometheus_url,
         connect_budget=settings.connect_budget,
+        on_demand=settings.follow == "on-demand",
+        idle_close_s=settings.idle_close_s,
     )
     return SpecopsApp(fleet, read_only=read_only, settings=settings)
 
 
-def run_tui(profiles: list[Profile], *, read_only: bool) -> int:
+def run_tui(profiles: list[Profile], *, read_only: bool, follow: str | None = None) -> int:
     require_terminal()
-    app = build_app(profiles, read_only=read_only)
+    app = build_app(profiles, read_only=read_only, follow=follow)
     app.run()
     return app.return_code or 0

@@ -46,6 +46,9 @@ class ConnState(StrEnum):
     UNREACHABLE = "unreachable"
     HOST_KEY_REFUSED = "host key refused"
     CLOSED = "closed"
+    IDLE = "idle"
+    """Closed on purpose, not in trouble: in on-demand mode a host nobody is looking at has no
+    connection (console/demand.py); it is opened again as soon as it is wanted."""
 
 
 @dataclass(frozen=True)
@@ -299,7 +302,8 @@ def host_key_line(host: str, port: int, key: asyncssh.SSHKey) -> str:
 
 
 class HostSession:
-    """One supervised connection to one host. Start it once; it reconnects by itself."""
+    """One supervised connection to one host. Once started it reconnects by itself until
+    `close`; a closed session can be started again (on-demand mode opens and closes hosts)."""
 
     def __init__(
         self,
@@ -309,6 +313,7 @@ class HostSession:
         on_command: Callable[[CommandRecord], None] | None = None,
         backoff: Backoff = Backoff(),
         budget: ConnectBudget | None = None,
+        idle: bool = False,
     ) -> None:
         self.profile = profile
         self._budget = budget
@@ -321,7 +326,9 @@ class HostSession:
         self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
         self._settled = asyncio.Event()
-        self._state = HostState(self.name, ConnState.CONNECTING, since=time.time())
+        first = ConnState.IDLE if idle else ConnState.CONNECTING
+        self._state = HostState(self.name, first, since=time.time())
+        """IDLE until first started, when the host is only opened on demand."""
         self._wake = asyncio.Event()
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -330,20 +337,31 @@ class HostSession:
     def state(self) -> HostState:
         return self._state
 
+    @property
+    def started(self) -> bool:
+        """Started and not closed since: the supervisor keeps (or seeks) a connection."""
+        return self._task is not None
+
     def start(self) -> None:
         if self._task is None:
-            if self._on_state is not None:
-                self._on_state(self._state)
+            if self._state.state is ConnState.CONNECTING:
+                if self._on_state is not None:
+                    self._on_state(self._state)  # the first start: tell it once
+            else:  # started again after a close (or first opened on demand)
+                self._settled.clear()
+                self._set(ConnState.CONNECTING)
             self._task = asyncio.create_task(self._supervise(), name=f"ssh:{self.name}")
 
-    async def close(self) -> None:
+    async def close(self, state: ConnState = ConnState.CLOSED) -> None:
+        """Close the connection and stop reconnecting; `state` says why (CLOSED: the console
+        is done with the host; IDLE: nobody wants it now, on-demand mode)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
         await self._drop()
-        self._set(ConnState.CLOSED)
+        self._set(state)
 
     def reconnect_now(self) -> None:
         """Skip the current backoff wait (after `trust`, or on operator request)."""

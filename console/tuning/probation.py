@@ -199,8 +199,13 @@ class ProbationGuard:
         countdown_s: float | None = None,
         clock: Callable[[], float] = time.time,
         tick_s: float = 1.0,
+        on_window: Callable[[str, float | None], None] | None = None,
     ) -> None:
         self.sessions = sessions
+        self.on_window = on_window
+        """Told after every history read: seconds of probation the host has left (None: not
+        on probation). The fleet keeps such a host open in on-demand mode (its crash watch
+        needs the journal live)."""
         self.run_rollback = run_rollback
         self.on_event = on_event
         self.read_only = read_only
@@ -234,6 +239,8 @@ class ProbationGuard:
             self.probations.pop(host, None)
         else:
             self.probations[host] = probation
+        if self.on_window is not None:
+            self.on_window(host, None if probation is None else probation.left_s(self.clock()))
         if host not in self._known or _entry(before) != _entry(probation):
             self._known.add(host)
             self.on_event(ProbationState(host, probation))
@@ -270,10 +277,15 @@ class ProbationGuard:
 
     def observe(self, event: object) -> None:
         """A fleet event: a crash or a restart of a host not already being handled; a
-        (re)connected host has its history read."""
+        (re)connected host has its history read. A crash or restart read back after the host
+        was idle (on-demand mode) is left an alert: a host on probation is never idle, so it
+        happened outside any probation this console watched, and nothing is rolled back for
+        something no one saw happen."""
         if isinstance(event, HostStateChanged):
             if event.state.state is ConnState.CONNECTED:
                 self.reread(event.host)
+            return
+        if isinstance(event, CrashDetected | InvocationChanged) and event.read_back:
             return
         if isinstance(event, CrashDetected):
             host, invocation, line = event.host, event.invocation, event.line

@@ -37,8 +37,10 @@ class Alerts(Shell):
         key = (crash.host, crash.signature)
         now = time.monotonic()
         # A crash loop (systemd restarting into the same crash) notifies once per timeout;
-        # every run is still in the alerts list.
-        if crash.live and now - self._notified.get(key, -ALERT_TIMEOUT_S) >= ALERT_TIMEOUT_S:
+        # every run is still in the alerts list. One read back after the host was idle
+        # (on-demand mode) is news too: no one saw it happen; its text says when it did.
+        fresh = crash.live or crash.read_back
+        if fresh and now - self._notified.get(key, -ALERT_TIMEOUT_S) >= ALERT_TIMEOUT_S:
             self._notified[key] = now
             title = f"crash on {crash.host}"
             text = alert_text(crash)

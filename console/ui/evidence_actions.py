@@ -56,8 +56,9 @@ class EvidenceActions(Shell):
         def progressed(event: SnapshotProgress) -> None:
             self.post_message(SnapshotProgressed(event))
 
+        names = [job.profile.name for job in jobs]
         try:
-            report = await self.engine.run(run_snapshot(pairs, progressed))
+            report = await self.on_hosts(names, lambda: run_snapshot(pairs, progressed), "snapshot")
         except Exception as exc:
             self.post_message(SnapshotFinished(None, f"{type(exc).__name__}: {exc}"))
             raise
@@ -84,7 +85,7 @@ class EvidenceActions(Shell):
         session = self.fleet.sessions[name]
 
         async def read_host() -> HostBench:
-            return await self.engine.run(read_host_bench(session))
+            return await self.on_hosts([name], lambda: read_host_bench(session), "bench")
 
         self.push_screen(BenchScreen(package, name, read_host))
 
@@ -95,7 +96,7 @@ class EvidenceActions(Shell):
         session = self.fleet.sessions[name]
 
         async def read() -> tuple[list[Experiment], str]:
-            return await self.engine.run(read_ledger(session))
+            return await self.on_hosts([name], lambda: read_ledger(session), "ledger")
 
         self.push_screen(CompareScreen(name, read))
 

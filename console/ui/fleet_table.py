@@ -30,8 +30,10 @@ class FleetTable(Monitoring):
                 chart.select(host)
             # The stats panel follows a frame later: its windows over up to 20,000 samples
             # took 3-4 ms of the repaint a key press waits for (it is redrawn every second
-            # anyway).
+            # anyway). The selected host is opened (on-demand mode) once the cursor's scroll
+            # has been drawn, with the rows that came on screen.
             self.call_after_refresh(self._show_stats)
+            self.call_after_refresh(self._publish_on_screen)
 
     def action_select_index(self, index: int) -> None:
         """The host numbered `index` in the `#` column, wherever sorting put it."""

@@ -12,6 +12,7 @@ import time
 from textual import on
 
 from console.events import InvocationChanged
+from console.fleet_filter import UNOPENED
 from console.ui.shell import Shell
 from widgets.accept_chart import POINTS as CHART_POINTS
 from widgets.accept_chart import AcceptChart
@@ -23,6 +24,8 @@ STATS_INTERVAL_S = 1.0
 """The stats windows slide with time even when no line arrives."""
 METRICS_INTERVAL_S = 0.25
 """How often new numbers are drawn (chart, host table, stats): at most 4 layouts a second."""
+REMOTE_FRESH_S = 30.0
+"""Numbers from Prometheus this recent keep an idle host's row live (not stale)."""
 JOURNAL_PRECEDENCE_S = 15.0
 """A host's journal numbers this recent keep /metrics' and Prometheus' out of its table row."""
 
@@ -30,6 +33,10 @@ JOURNAL_PRECEDENCE_S = 15.0
 class Monitoring(Shell):
     """Draws what the engine measured; the engine thread's side is in engine_bridge.py."""
 
+    _demand_sent: tuple[frozenset[str], str | None] = (frozenset(), None)
+    """The rows on screen and the selected host the fleet was last told of."""
+    _remote_numbers_at: dict[str, float]
+    """When each host last had numbers from /metrics or Prometheus (monotonic)."""
     _journal_numbers_at: dict[str, float]
     """When each host's journal last gave numbers (monotonic); /metrics or Prometheus
     numbers fill the table only when the journal has given none for a while."""
@@ -58,7 +65,7 @@ class Monitoring(Shell):
         """The chart draws the hosts whose rows the table shows, in the table's order."""
         chart, table = self.main(AcceptChart), self.main(HostTable)
         if chart is not None and table is not None:
-            chart.show_hosts(table.visible_order())
+            chart.show_hosts(table.rows_on_screen())
 
     def _draw_metrics(self) -> None:
         chart, table = self.main(AcceptChart), self.main(HostTable)
@@ -69,11 +76,11 @@ class Monitoring(Shell):
         for host, event in due:
             if event.source == "journal":
                 self._journal_numbers_at[host] = now
-            elif (
-                now - self._journal_numbers_at.get(host, -JOURNAL_PRECEDENCE_S)
-                < JOURNAL_PRECEDENCE_S
-            ):
-                continue  # the journal's own numbers are fresh: they stay in the table
+            else:
+                self._remote_numbers_at[host] = now
+                journal_age = now - self._journal_numbers_at.get(host, -JOURNAL_PRECEDENCE_S)
+                if journal_age < JOURNAL_PRECEDENCE_S:
+                    continue  # the journal's own numbers are fresh: they stay in the table
             chart.update_host(host, self._chart_values(host))
             values = event.values
             table.set_metrics(
@@ -98,9 +105,14 @@ class Monitoring(Shell):
         table = self.main(HostTable)
         if table is None:
             return
+        now = time.monotonic()
         for name in self.host_names:
             fresh = self.fleet.monitors[name].freshness()
-            if fresh is None:
+            remote = now - self._remote_numbers_at.get(name, -REMOTE_FRESH_S)
+            if table.rows_by_name[name].idle and remote < REMOTE_FRESH_S:
+                # Idle (on-demand mode), its numbers from Prometheus: live, not stale.
+                table.set_freshness(name, remote, False)
+            elif fresh is None:
                 table.set_freshness(name, None, False)
             else:
                 table.set_freshness(name, fresh.age_s, fresh.stale)
@@ -108,9 +120,34 @@ class Monitoring(Shell):
             table.set_restarts(name, restarts.recent, restarts.looping)
         if table.arranged:  # a sort by tok/s or a filter on state follows the hosts
             table.rearrange()
-        visible = table.visible_names()
+        self._publish_on_screen()
+
+    def _publish_on_screen(self) -> None:
+        """Tell the fleet which hosts are on screen and which is selected: only their
+        `/health` is polled, and in on-demand mode they are the hosts kept open."""
+        table = self.main(HostTable)
+        if table is None:
+            return
+        rows = table.rows_on_screen()
+        visible = frozenset(rows)
         self.fleet.watched = visible.__contains__
-        self._chart_follows_table()  # the table may have been scrolled with the mouse
+        self._chart_follows_table()
+        if self.fleet.demand is None or not self.engine.running:
+            return
+        selected = table.cursor_host
+        if table.host_filter.selects_state(*UNOPENED):
+            # Listing the idle hosts must not open them (the selected one included: each
+            # opened would leave the list and the cursor would land on, and open, the next).
+            rows, visible, selected = [], frozenset(), None
+        wanted = (visible, selected)
+        if wanted != self._demand_sent:  # the engine hears of changes only
+            self._demand_sent = wanted
+            self.engine.call(self.fleet.on_screen, rows)
+            self.engine.call(self.fleet.select, selected)
+
+    @on(HostTable.Scrolled, "#hosts")
+    def _rows_scrolled(self) -> None:
+        self._publish_on_screen()  # a page down opens the new page's hosts now, not in 1 s
 
     def _chart_values(self, host: str) -> list[float]:
         return self.fleet.monitors[host].recent("accept_len", newest=CHART_POINTS)

@@ -60,7 +60,7 @@ class RolloutActions(Shell):
         status = self.fleet.status.get(name)
 
         async def planner(changes: dict[str, FlagValue]) -> Plan:
-            return await self.engine.run(prepare(session, changes))
+            return await self.on_hosts([name], lambda: prepare(session, changes), "flags")
 
         last_good = load_last_good(name)
         crashed = [c.flags for c in self.fleet.monitors[name].crashes if c.flags]
@@ -92,7 +92,9 @@ class RolloutActions(Shell):
 
     def _rollback_planner(self, name: str, to: int | None, original: bool) -> RollbackPlanner:
         session = self.fleet.sessions[name]
-        return lambda: self.engine.run(prepare_rollback(session, to=to, original=original))
+        return lambda: self.on_hosts(
+            [name], lambda: prepare_rollback(session, to=to, original=original), "rollback"
+        )
 
     def _rollback_confirmed(self, plan: Plan | None) -> None:
         refused = self._rollback_refused(plan.host) if plan is not None else None
@@ -109,7 +111,7 @@ class RolloutActions(Shell):
         screen = HistoryScreen(
             name,
             session.profile.service.unit,
-            lambda: self.engine.run(read_host_history(session)),
+            lambda: self.on_hosts([name], lambda: read_host_history(session), "history"),
             lambda to, original: self._rollback_planner(name, to, original),
             refused=lambda: self._rollback_refused(name),
         )
@@ -151,7 +153,8 @@ class RolloutActions(Shell):
         async def run() -> None:
             self.engine.call(self.left_on.hold, host)  # its own "started" entry is no finding
             try:
-                await changing()
+                async with self.holding([host], kind):  # opened first if it was idle
+                    await changing()
             finally:
                 self.engine.call(self.left_on.release, host)
 

@@ -7,8 +7,10 @@ subclasses it (so Textual collects its `@on` handlers, and mypy sees the same at
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
-from typing import TypeVar, cast
+from collections.abc import AsyncIterator, Callable, Collection, Coroutine
+from typing import Any, TypeVar, cast
 
 from textual.app import App
 from textual.widget import Widget
@@ -22,6 +24,7 @@ from console.tuning.probation import ProbationGuard
 from widgets.host_table import HostTable
 
 W = TypeVar("W", bound=Widget)
+T = TypeVar("T")
 
 NOTIFY_TIMEOUT_S = 6.0
 """How long a notification covers the journal: every crash stays listed under `A`, and a
@@ -68,6 +71,24 @@ class Shell(App[int]):
                 self._main_widgets[key] = found
                 return found
         return None
+
+    @contextlib.asynccontextmanager
+    async def holding(self, hosts: Collection[str], what: str) -> AsyncIterator[None]:
+        """Keep `hosts` open while an operator action runs on them: in on-demand mode an idle
+        host is opened (and waited for) first, and closes once nothing else wants it."""
+        claim = await self.engine.run(self.fleet.claim(hosts, what))
+        try:
+            yield
+        finally:
+            if self.engine.running:
+                self.engine.call(self.fleet.release, hosts, claim)
+
+    async def on_hosts(
+        self, hosts: Collection[str], work: Callable[[], Coroutine[Any, Any, T]], what: str
+    ) -> T:
+        """`work()` on the engine, with `hosts` held open meanwhile (see `holding`)."""
+        async with self.holding(hosts, what):
+            return await self.engine.run(work())
 
     @property
     def selected_host(self) -> str | None:

@@ -295,22 +295,38 @@ def invocation_marker(invocation: str | None) -> str:
     return f"── service restarted: invocation {(invocation or '?')[:12]} ──"
 
 
+def read_back_marker(count: int) -> str:
+    lines = "line" if count == 1 else "lines"
+    return f"── read back {count} {lines} from while idle; live from here ──"
+
+
 def display_lines(entry: JournalEntry) -> list[str]:
-    """A record as a view shows it: restart marker first; a gap marker for a drop notice."""
+    """A record as a view shows it: restart marker first; a gap marker for a drop notice; the
+    read-back boundary after the last record read back."""
     lines = [invocation_marker(entry.invocation)] if entry.new_invocation else []
     if entry.dropped:
         lines.append(gap_marker(entry.dropped))
     else:
         lines.extend(entry.lines)
+    if entry.read_back:
+        lines.append(read_back_marker(entry.read_back))
     return lines
+
+
+def markers(entry: JournalEntry) -> list[str]:
+    """The markers of a record a filter hides: a restart and the read-back boundary."""
+    shown = [invocation_marker(entry.invocation)] if entry.new_invocation else []
+    if entry.read_back:
+        shown.append(read_back_marker(entry.read_back))
+    return shown
 
 
 class LineFilter:
     """Which records a view shows: those where any line matches any pattern.
 
     No patterns means every record. Gap notices and crash records always pass, and a
-    restart marker is shown even when its record is filtered out: an operator must never
-    miss those because of a filter.
+    restart marker (or the read-back boundary) is shown even when its record is filtered
+    out: an operator must never miss those because of a filter.
     """
 
     def __init__(self, patterns: Iterable[str] = ()) -> None:
@@ -343,7 +359,7 @@ class LineFilter:
         """The lines of `entry` to show: all of them when it passes, else only markers."""
         if self.accepts(entry):
             return display_lines(entry)
-        return [invocation_marker(entry.invocation)] if entry.new_invocation else []
+        return markers(entry)
 
 
 # --- Following -------------------------------------------------------------------------
@@ -381,7 +397,11 @@ class JournalFollower:
         self._resuming = False
         self._records = RecordAssembler()
         self.replaying = False
-        """True while the history read (`history` lines before the follow) is delivered."""
+        """True while the history read (`history` lines before the follow) is delivered, or
+        the lines logged while the host was idle are read back."""
+        self.reading_back = False
+        """True while the lines logged while the host was idle are read back."""
+        self._read_back_due = False
         self.restarts = 0
         """How many times the stream was (re)started; for tests and diagnostics."""
 
@@ -422,6 +442,40 @@ class JournalFollower:
             self.cursor = entries[-1].cursor
             self._last_seq = entries[-1].seq
         self._history = 0
+
+    def going_idle(self) -> None:
+        """The host is being closed on purpose (on-demand mode): when it is opened again, what
+        it logged meanwhile is read back first, marked as such, before the live follow."""
+        self._read_back_due = self.cursor is not None
+
+    async def _read_back(self) -> None:
+        """Everything after the cursor, up to now (journalctl without `-f`), as read-back
+        batches; the last record carries the count (the view's boundary marker).
+
+        Interrupted, the cursor stays at the last record delivered and the next connection
+        reads back the rest."""
+        stream: AsyncIterator[list[str]] = self.session.stream(
+            remote.journal_read(self.unit, after_cursor=self.cursor, fields=remote.FOLLOW_FIELDS)
+        )
+        self._resuming = True
+        self.replaying = self.reading_back = True
+        count = 0
+        try:
+            async for lines in stream:
+                for start in range(0, len(lines), DELIVERY_SLICE):
+                    if self._gate is not None and (wait := self._gate()) is not None:
+                        await wait
+                    piece = lines[start : start + DELIVERY_SLICE]
+                    records = self._records.feed(self._decode(piece))
+                    count += sum(1 + len(r.continuation) for r in records)
+                    await self._emit(records)
+            last = self._records.flush()
+            if last:
+                count += 1 + len(last[0].continuation)
+                await self._emit([dataclasses.replace(last[0], read_back=count)])
+            self._read_back_due = False
+        finally:
+            self.replaying = self.reading_back = False
 
     async def _follow(self) -> None:
         """One journalctl stream, until it ends or fails; flushes a quiet pending record."""
@@ -469,6 +523,8 @@ class JournalFollower:
                 if not baseline_done:
                     await self._baseline()
                     baseline_done = True
+                if self._read_back_due:
+                    await self._read_back()
                 self.restarts += 1
                 await self._follow()
                 attempt = 0

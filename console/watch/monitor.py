@@ -113,12 +113,20 @@ class HostMonitor:
 
     # --- what the journal says ---------------------------------------------------------
 
-    def observe(self, records: Iterable[JournalEntry], *, live: bool = True) -> list[MonitorEvent]:
-        """Feed one delivered batch; the events it produces, in journal order."""
-        with self._lock:
-            return self._observe(records, live)
+    def observe(
+        self, records: Iterable[JournalEntry], *, live: bool = True, read_back: bool = False
+    ) -> list[MonitorEvent]:
+        """Feed one delivered batch; the events it produces, in journal order.
 
-    def _observe(self, records: Iterable[JournalEntry], live: bool) -> list[MonitorEvent]:
+        `live` False: history from before now (the start-up read, or `read_back`: lines logged
+        while the host was idle); its crashes and restarts are marked so nothing acts on them
+        as if they had just happened."""
+        with self._lock:
+            return self._observe(records, live, read_back)
+
+    def _observe(
+        self, records: Iterable[JournalEntry], live: bool, read_back: bool = False
+    ) -> list[MonitorEvent]:
         events: list[MonitorEvent] = []
         values: dict[str, float] = {}
         newest: JournalEntry | None = None
@@ -147,7 +155,9 @@ class HostMonitor:
                 )
                 if previous is not None:
                     events.append(
-                        InvocationChanged(self.host, invocation, previous, record.timestamp)
+                        InvocationChanged(
+                            self.host, invocation, previous, record.timestamp, read_back
+                        )
                     )
             if record.dropped:
                 continue
@@ -178,7 +188,7 @@ class HostMonitor:
                     metrics.observe_custom(matches, record.timestamp)
                     values.update(matches)
             if record.crash is not None:
-                crash = self._crash(record, live)
+                crash = self._crash(record, live, read_back)
                 if crash is not None:
                     events.append(crash)
         if stamps:
@@ -211,7 +221,7 @@ class HostMonitor:
         gen, running, queue, accept_len, accept_rate = newest
         _decode_values(values, (gen, running, queue, accept_len, accept_rate, None, None))
 
-    def _crash(self, record: JournalEntry, live: bool) -> CrashDetected | None:
+    def _crash(self, record: JournalEntry, live: bool, read_back: bool) -> CrashDetected | None:
         signature = record.crash
         assert signature is not None
         last = self.crashes[-1] if self.crashes else None
@@ -231,6 +241,7 @@ class HostMonitor:
             timestamp=record.timestamp,
             cursor=record.cursor,
             live=live,
+            read_back=read_back,
         )
         self.crashes.append(crash)
         return crash

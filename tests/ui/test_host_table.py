@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.app import App, ComposeResult
 
 from console.events import ServiceStatus
+from console.transport.ssh import ConnState, HostState
 from widgets.host_table import HostTable
 
 HOSTS = [f"gpu{n:02d}" for n in range(1, 21)]
@@ -96,3 +97,24 @@ async def test_each_row_names_the_hosts_sglang_release() -> None:
         column = header.index("sglang")
         assert lines[1].split()[column] == "0.5.23"
         assert lines[2].split()[column] == "-"
+
+
+async def test_a_scrolled_table_repaints_the_row_that_changed() -> None:
+    app = TableApp()
+    async with app.run_test(size=(100, 12)) as pilot:
+        table = app.query_one(HostTable)
+        table.move_cursor(row=15)  # scrolled: gpu16 is the last line on screen
+        await pilot.pause()
+        y = next(i for i, line in enumerate(screen_lines(app)) if "gpu16" in line)
+        drawn: list[int] = []
+        render_line = table.render_line
+
+        def recording(line: int) -> object:
+            drawn.append(line)
+            return render_line(line)
+
+        table.render_line = recording  # type: ignore[assignment,method-assign]
+        table.set_state(HostState("gpu16", ConnState.CLOSED))  # no wider: no full redraw
+        await pilot.pause()
+        assert y in drawn  # the screen asked for the changed row again, not another line
+        assert "closed" in screen_lines(app)[y]

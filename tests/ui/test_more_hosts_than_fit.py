@@ -48,7 +48,7 @@ async def test_the_chart_draws_the_hosts_on_screen_in_the_tables_order(
         journal = app.query_one(JournalView)
         await until(pilot, lambda: all(r.accept_len for r in table.rows_by_name.values()))
         await pilot.pause(1.2)  # the chart follows the table at least once a second
-        on_screen = table.visible_order()
+        on_screen = table.rows_on_screen()
         assert len(on_screen) < HOSTS  # more hosts than the table shows
         assert chart_names(chart) == on_screen
         assert chart.region.height == len(on_screen) + 2  # its border, no more
@@ -59,7 +59,7 @@ async def test_the_chart_draws_the_hosts_on_screen_in_the_tables_order(
             await pilot.press("tab")
         last = table.names[-1]
         assert table.cursor_host == last
-        await until(pilot, lambda: chart_names(chart) == table.visible_order())
+        await until(pilot, lambda: chart_names(chart) == table.rows_on_screen())
         assert last in chart_names(chart) and last not in on_screen
         assert chart.selected == last
 
@@ -79,7 +79,7 @@ async def test_rows_scrolled_into_view_keep_their_numbers_live(sim: SimFleet) ->
         for _ in range(HOSTS - 1):  # the last host: the table scrolls to the bottom
             await pilot.press("tab")
         assert table.scroll_offset.y > 0
-        bottom = table.visible_order()[-3:]
+        bottom = table.rows_on_screen()[-3:]
 
         def shown_accept(name: str) -> str:
             lines = drawn(app)
@@ -114,10 +114,10 @@ async def test_at_80x24_the_journal_keeps_its_room_and_the_chart_follows_the_cur
         for _ in range(5):  # past the chart's three lines: it follows the selected host
             await pilot.press("tab")
         await until(pilot, lambda: table.cursor_host in chart_names(chart))
-        on_screen, cursor = table.visible_order(), table.cursor_host
+        on_screen, cursor = table.rows_on_screen(), table.cursor_host
         assert cursor is not None
         at = on_screen.index(cursor)
         assert chart_names(chart) == on_screen[at - 2 : at + 1]  # the cursor's, and before
 
         await pilot.resize_terminal(160, 48)  # roomy again: as many as the table shows
-        await until(pilot, lambda: chart_names(chart) == table.visible_order())
+        await until(pilot, lambda: chart_names(chart) == table.rows_on_screen())

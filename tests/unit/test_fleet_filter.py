@@ -66,3 +66,10 @@ def test_bad_input_names_term_field_and_value(text: str, message: str) -> None:
 def test_a_fleet_without_groups_says_so() -> None:
     with pytest.raises(FilterError, match=r"no host is in group 'b300' \(none"):
         parse_filter("group=b300", ())
+
+
+def test_a_filter_says_whether_it_asks_for_a_state() -> None:
+    assert parse_filter("state=idle").selects_state("idle", "stale")
+    assert parse_filter("group=b300 state~stal", ["b300"]).selects_state("idle", "stale")
+    assert not parse_filter("state!=idle").selects_state("idle", "stale")
+    assert not parse_filter("state=down idle").selects_state("idle", "stale")  # a name

@@ -41,3 +41,44 @@ def test_bad_settings_name_file_field_value() -> None:
     assert str(path) in text
     assert "journal_lines" in text and "5" in text
     assert "them" in text
+
+
+def test_follow_on_demand_from_the_file_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert (load_settings().follow, load_settings().idle_close_s) == ("all", 60.0)
+    path = settings_path()
+    path.parent.mkdir(parents=True)
+    path.write_text('follow = "on-demand"\nidle_close_s = 90\n')
+    assert (load_settings().follow, load_settings().idle_close_s) == ("on-demand", 90.0)
+    monkeypatch.setenv("SPECOPS_FOLLOW", "all")
+    assert load_settings().follow == "all"
+
+
+def test_an_unknown_follow_mode_is_refused_naming_file_field_and_value() -> None:
+    path = settings_path()
+    path.parent.mkdir(parents=True)
+    path.write_text('follow = "ondemand"\n')
+    with pytest.raises(ProfileError) as err:
+        load_settings()
+    text = str(err.value)
+    assert str(path) in text and "'follow'" in text and "ondemand" in text
+    assert "'all' or 'on-demand'" in text
+
+
+def test_the_command_line_follow_mode_overrides_the_setting() -> None:
+    from console.cli import parse_args
+    from console.cli.tui import build_app
+    from console.profiles import load_fleet
+
+    profiles = load_fleet(Path(__file__).resolve().parents[2] / "profiles")
+    path = settings_path()
+    path.parent.mkdir(parents=True)
+    path.write_text('follow = "on-demand"\nidle_close_s = 5\n')
+    assert build_app(profiles, read_only=False).fleet.demand is not None
+    app = build_app(profiles, read_only=False, follow="all")
+    assert app.fleet.demand is None
+    for argv in (["--follow", "on-demand"], ["--follow", "on-demand", "demo"]):
+        assert parse_args(argv).follow == "on-demand"
+    assert parse_args(["demo", "--follow", "all"]).follow == "all"
+    assert parse_args([]).follow is None  # the setting decides
+    with pytest.raises(SystemExit):
+        parse_args(["status", "--follow", "all"])  # the headless commands are unchanged

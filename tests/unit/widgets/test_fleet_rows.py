@@ -48,3 +48,16 @@ def test_a_group_adds_up_its_live_hosts() -> None:
     assert summary.accept_len == 4.0 and summary.throughput == 1000.0  # c is stale: left out
     assert (summary.restarts, summary.alerts, summary.unseen) == (3, 3, 2)
     assert summarise([table["d"]]).accept_len is None
+
+
+def test_an_idle_host_is_neither_up_nor_down_and_counted_apart() -> None:
+    table = rows()
+    table["b"].state = HostState("b", ConnState.IDLE)
+    assert parse_filter("state=idle").matches(table["b"].facts())
+    assert not parse_filter("state=down").matches(table["b"].facts())
+    assert not parse_filter("state=up").matches(table["b"].facts())
+    assert parse_filter("state=down").matches(table["c"].facts())  # connecting: down
+    summary = summarise(table.values())
+    assert (summary.hosts, summary.up, summary.idle) == (4, 2, 1)
+    by_connection = arrange(table, NO_FILTER, "connection", False, False).hosts
+    assert by_connection == ["c", "b", "a", "d"]  # connecting, then idle, then connected

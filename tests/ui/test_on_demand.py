@@ -1,0 +1,116 @@
+"""`--follow on-demand` over 40 simulated hosts at 80×24: the rows on screen connect, the
+others say `idle` and hold no connection; a page down opens the new page's hosts; an action
+on idle hosts (`S`, a snapshot of every host) opens them, and they close again after it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from console.app import SpecopsApp
+from console.evidence.snapshot import HostOutcome
+from console.fleet import Fleet
+from console.profiles import load_fleet
+from console.sim.fleet import SimFleet
+from console.transport.ssh import ConnState
+from tests.ui.support import simulated_fleet, until
+from widgets.host_table import HostTable
+from widgets.snapshot_panel import SnapshotPanel
+
+HOSTS = 40
+IDLE_S = 1.0
+
+
+@pytest.fixture
+async def sim(tmp_path: Path) -> AsyncIterator[SimFleet]:
+    async with simulated_fleet(tmp_path, hosts=HOSTS, decode_interval_s=2.0) as fleet:
+        yield fleet
+
+
+def connected_to(sim: SimFleet) -> set[str]:
+    """The simulated hosts holding an SSH connection, as the hosts count them."""
+    return {name for name, host in sim.hosts.items() if host.connections}
+
+
+def words(table: HostTable) -> dict[str, str]:
+    """Each drawn host row's connection word, by host (as an operator reads the table)."""
+    shown: dict[str, str] = {}
+    for y in range(1, table.size.height):
+        cells = table.render_line(y).text.split()
+        if len(cells) > 2 and cells[0] in table.rows_by_name:
+            shown[cells[0]] = cells[1]
+    return shown
+
+
+def app_for(sim: SimFleet) -> SpecopsApp:
+    fleet = Fleet(load_fleet(sim.profiles_dir), on_demand=True, idle_close_s=IDLE_S)
+    return SpecopsApp(fleet)
+
+
+async def test_rows_on_screen_connect_and_a_page_down_opens_the_next_page(sim: SimFleet) -> None:
+    app = app_for(sim)
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = app.query_one(HostTable)
+        await until(pilot, lambda: table.rows_on_screen() and len(table.rows_on_screen()) > 5)
+        page = table.rows_on_screen()
+        await until(pilot, lambda: connected_to(sim) == set(page))
+        await until(pilot, lambda: set(words(table).values()) == {"connected"})
+        assert set(words(table)) == set(page)  # (at 80 columns `#` is dropped: host first)
+        off = [n for n in table.order if n not in page]
+        assert all(table.rows_by_name[n].state.state is ConnState.IDLE for n in off)  # type: ignore[union-attr]
+
+        table.focus()
+        await pilot.press("pagedown")
+        await pilot.pause()
+        second = table.rows_on_screen()
+        assert second and not set(second) & set(page)
+        await until(pilot, lambda: set(second) <= connected_to(sim))
+        await until(pilot, lambda: set(words(table).values()) == {"connected"})
+        first = page[0]  # still selected: the cursor stayed on it
+        # The first page (but the selected host) closes once idle_close_s has passed.
+        await until(pilot, lambda: connected_to(sim) == {*second, first})
+        assert all(table.rows_by_name[n].idle for n in page[1:])
+        await pilot.press("pageup")  # back: opened again
+        await until(pilot, lambda: set(page) <= connected_to(sim))
+        await until(pilot, lambda: set(words(table).values()) == {"connected"})
+
+
+async def test_listing_the_idle_hosts_does_not_open_them(sim: SimFleet) -> None:
+    app = app_for(sim)
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = app.query_one(HostTable)
+        await until(pilot, lambda: len(table.rows_on_screen()) > 5)
+        page = table.rows_on_screen()
+        await until(pilot, lambda: connected_to(sim) == set(page))
+        await pilot.press("F", *"state=idle", "enter")
+        await until(pilot, lambda: table.host_filter.text == "state=idle")
+        listed = table.rows_on_screen()
+        assert listed and not set(listed) & set(page)
+        await pilot.pause(3 * IDLE_S)  # long enough for them to have been opened, were they
+        # (The first page, off screen now, has closed and joined the list meanwhile.)
+        assert set(words(table).values()) == {"idle"}
+        assert not set(table.rows_on_screen()) & connected_to(sim)
+        assert not set(listed) & connected_to(sim)
+
+
+async def test_an_action_on_idle_hosts_opens_them(sim: SimFleet) -> None:
+    app = app_for(sim)
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = app.query_one(HostTable)
+        await until(pilot, lambda: len(table.rows_on_screen()) > 5)
+        page = table.rows_on_screen()
+        await until(pilot, lambda: connected_to(sim) == set(page))
+        last = table.order[-1]
+        assert table.rows_by_name[last].idle
+
+        await pilot.press("S")  # a snapshot of every host
+        panel = app.query_one(SnapshotPanel)
+        await until(pilot, lambda: connected_to(sim) == set(sim.hosts), timeout=30)
+        await until(pilot, lambda: not panel.running, timeout=60)
+        assert panel.report is not None
+        assert all(h.outcome is HostOutcome.OK for h in panel.report.hosts), panel.report.hosts
+        # Done: the hosts nothing else wants close again.
+        await until(pilot, lambda: connected_to(sim) == set(page))
+        assert table.rows_by_name[last].idle
