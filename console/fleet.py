@@ -135,6 +135,9 @@ class Fleet:
         # fallback. Polling every host every few seconds costs more than everything else
         # an idle fleet does.
         self._dirty: dict[str, asyncio.Event] = {}
+        self._on_screen: frozenset[str] = frozenset()
+        self._health_wake: dict[str, asyncio.Event] = {}
+        """Per host: set when its row comes on screen, so its `/health` is read at once."""
         self.pressure: Callable[[], bool] | None = None
         """True while a consumer is behind: followers stop reading (SSH flow control then
         holds the lines on the host, in its journal) until it is False again. Nothing is
@@ -287,8 +290,10 @@ class Fleet:
     async def _poll_health(self, name: str) -> None:
         """`/health` every `health_s` while connected and on screen; an event when it changes."""
         session = self.sessions[name]
+        wake = self._health_wake[name] = asyncio.Event()
         while True:
             await session.wait_connected()
+            wake.clear()
             if self.watched is None or self.watched(name):
                 health = await probe_health(session, timeout=min(3.0, self.health_s))
                 if self._idle(name):
@@ -296,7 +301,9 @@ class Fleet:
                 if health != self.health.get(name):
                     self.health[name] = health
                     self.emit(HealthChecked(name, health, time.time()))
-            await asyncio.sleep(self.health_s)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.health_s):
+                    await wake.wait()  # or sooner: the row came on screen (`on_screen`)
 
     def _remember(self, status: ServiceStatus) -> None:
         previous = self.status.get(status.host)
@@ -316,7 +323,14 @@ class Fleet:
         return self.sessions[name].state.state is ConnState.IDLE
 
     def on_screen(self, hosts: Collection[str]) -> None:
-        """The hosts whose rows are on screen now (on-demand mode: they are opened)."""
+        """The hosts whose rows are on screen now: those that just came on screen have their
+        `/health` read now, not up to `health_s` later (their last answer may be minutes old:
+        it was not asked while they were off screen); on-demand mode opens them."""
+        shown = frozenset(hosts)
+        for name in shown - self._on_screen:
+            if (wake := self._health_wake.get(name)) is not None:
+                wake.set()
+        self._on_screen = shown
         if self.demand is not None:
             self.demand.holders(SCREEN, hosts)
 

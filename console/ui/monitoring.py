@@ -132,10 +132,10 @@ class Monitoring(Shell):
         visible = frozenset(rows)
         self.fleet.watched = visible.__contains__
         self._chart_follows_table()
-        if self.fleet.demand is None or not self.engine.running:
+        if not self.engine.running:
             return
         selected = table.cursor_host
-        if table.host_filter.selects_state(*UNOPENED):
+        if self.fleet.demand is not None and table.host_filter.selects_state(*UNOPENED):
             # Listing the idle hosts must not open them (the selected one included: each
             # opened would leave the list and the cursor would land on, and open, the next).
             rows, visible, selected = [], frozenset(), None

@@ -59,3 +59,25 @@ async def test_health_is_polled_for_watched_hosts_only(
             assert all(a != b for a, b in itertools.pairwise(said))  # changes only
     finally:
         await fleet.stop()
+
+
+async def test_a_row_coming_on_screen_has_its_health_read_at_once(
+    sim: SimFleet, profiles: list[Profile]
+) -> None:
+    # A long poll interval: without the wake pro6000 would wait up to 30 s, showing the
+    # answer it gave when it was last on screen (minutes old, or a 503 from its start-up).
+    for host in sim.hosts.values():  # both servers up: every answer is "ok"
+        await until(lambda h=host: h.unit.server is not None and h.unit.server.ready)
+    fleet = Fleet(profiles, follow=False, health_s=30)
+    fleet.watched = {"b300"}.__contains__
+    fleet.start()
+    try:
+        fleet.on_screen(["b300"])
+        await until(lambda: fleet.health.get("b300") == "ok")
+        await asyncio.sleep(0.5)
+        assert "pro6000" not in fleet.health
+        fleet.watched = {"b300", "pro6000"}.__contains__  # scrolled: both rows on screen
+        fleet.on_screen(["b300", "pro6000"])
+        await until(lambda: fleet.health.get("pro6000") == "ok", timeout=5)
+    finally:
+        await fleet.stop()
