@@ -208,9 +208,10 @@ class Series:
         self._inv_cache = None
         return True
 
-    def extend(self, ts: Sequence[float], values: Sequence[float]) -> bool:
+    def extend(self, ts: Sequence[float], values: Sequence[float], *, finite: bool = False) -> bool:
         """Record many samples in order, as `append` one by one would; False (nothing
         recorded) when any time or value is not finite: append those one by one instead.
+        `finite`: the caller has checked that every time and value is finite.
 
         A journal slice's decode lines go in at once: one ring write and one update of the
         running totals, not five `append` calls a line."""
@@ -219,7 +220,7 @@ class Series:
             raise ValueError(f"{len(ts)} times for {n} values")
         if not n:
             return True
-        if not (all(map(_isfinite, values)) and all(map(_isfinite, ts))):
+        if not finite and not (all(map(_isfinite, values)) and all(map(_isfinite, ts))):
             return False
         maxlen, times, kept = self._maxlen, self._ts, self._values
         done = 0
@@ -439,7 +440,7 @@ class HostMetrics:
                 return self._observe_each(stamps, decoded)
             writes.append((self._series[name], times, numbers))
         for series, times, numbers in writes:
-            series.extend(times, numbers)
+            series.extend(times, numbers, finite=True)  # every time and number checked above
         backends, graphs = columns[5], columns[6]
         for i in range(len(graphs) - 1, -1, -1):  # the newest line that printed its graph
             if graphs[i] is not None:

@@ -18,9 +18,9 @@ import statistics
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from console.events import (
     CrashDetected,
@@ -39,7 +39,7 @@ from console.watch.sglang import (
     DecodeNumbers,
     PrefillBatch,
     ServerReady,
-    decode_numbers,
+    decode_numbers_of,
     parse_line,
 )
 from console.watch.signatures import CustomMetrics, crash_signature
@@ -131,7 +131,8 @@ class HostMonitor:
         # A slice's decode lines go to the series together (`_record_decodes`), before anything
         # else that touches the series or `values` (a restart, another parsed line, a match).
         stamps: list[float] = []
-        decoded: list[DecodeNumbers] = []
+        decoded: list[str] = []
+        """The texts of the decode lines not yet recorded (read together when they are)."""
         for record in records:
             newest = record
             invocation = record.invocation
@@ -154,10 +155,8 @@ class HostMonitor:
             text = record.text
             if "Decode batch" in text and "\x1b" not in text:
                 # What parse_line does for these, without building the DecodeBatch.
-                numbers = decode_numbers(text)
-                if numbers is not None:
-                    stamps.append(record.timestamp)
-                    decoded.append(numbers)
+                stamps.append(record.timestamp)
+                decoded.append(text)
             else:
                 if stamps:
                     self._record_decodes(stamps, decoded, values)
@@ -193,9 +192,19 @@ class HostMonitor:
         return events
 
     def _record_decodes(
-        self, stamps: list[float], decoded: list[DecodeNumbers], values: dict[str, float]
+        self, stamps: list[float], texts: list[str], values: dict[str, float]
     ) -> None:
-        """Decode lines' numbers into the series, and the newest of each into `values`."""
+        """Decode lines' numbers into the series, and the newest of each into `values`
+        (a line with no field at all is no sample)."""
+        read = decode_numbers_of(texts)
+        decoded: Sequence[DecodeNumbers]
+        if None in read:
+            kept = [(t, n) for t, n in zip(stamps, read, strict=True) if n is not None]
+            stamps, decoded = [t for t, _ in kept], [n for _, n in kept]
+            if not decoded:
+                return
+        else:
+            decoded = cast(Sequence[DecodeNumbers], read)
         self._decodes.extend(stamps)
         recorded = self.metrics.observe_decodes(stamps, decoded)
         if len(recorded) == 1:

@@ -28,6 +28,7 @@ from console.watch.batches import (
     DecodeNumbers,
     PrefillBatch,
     decode_numbers,
+    decode_numbers_of,
     parse_decode,
     parse_prefill,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "WeightLoad",
     "crash_signature",
     "decode_numbers",
+    "decode_numbers_of",
     "deprecation_warning",
     "has_header",
     "parse_header",
