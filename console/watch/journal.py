@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -265,7 +264,7 @@ class RecordAssembler:
         record = head
         if self._more or self._new_invocation:
             more = tuple(self._more)
-            record = dataclasses.replace(
+            record = msgspec.structs.replace(
                 head,
                 cursor=last.cursor,
                 seq=last.seq,
