@@ -92,10 +92,63 @@ class _Fields(msgspec.Struct, gc=False):
 _decode_json = msgspec.json.Decoder(_Fields).decode
 
 
+class _TextLine(msgspec.Struct, gc=False):
+    """The same fields, typed as journald writes them for a line of text (nearly every line):
+    msgspec checks the types, and a line that differs is read as `_Fields` instead."""
+
+    cursor: str = msgspec.field(name="__CURSOR")
+    realtime: str = msgspec.field(name="__REALTIME_TIMESTAMP")
+    message: str = msgspec.field(name="MESSAGE")
+    priority: str = msgspec.field(name="PRIORITY")
+    seqnum: str = msgspec.field(name="__SEQNUM")
+    seqnum_id: str = msgspec.field(name="__SEQNUM_ID")
+    invocation: str | None = msgspec.field(name="_SYSTEMD_INVOCATION_ID", default=None)
+    pid: str | None = msgspec.field(name="_PID", default=None)
+    message_id: str | None = msgspec.field(name="MESSAGE_ID", default=None)
+
+
+_decode_text_line = msgspec.json.Decoder(_TextLine).decode
+
+
 def decode_entry(host: str, line: str) -> JournalEntry | None:
     """Parse one `-o json` line; None for journalctl's `-- …` notes and blank lines."""
     if not line or line.startswith("-- "):
         return None
+    # What `_decode_any` makes of a text line, with the type checks done by msgspec.
+    try:
+        data = _decode_text_line(line)
+        timestamp = int(data.realtime) / 1_000_000
+        priority = int(data.priority)
+        seq = (data.seqnum_id, int(data.seqnum))
+    except (msgspec.DecodeError, ValueError):  # and ValidationError, a DecodeError
+        return _decode_any(host, line)
+    if data.message_id == SUPPRESSED_MESSAGE_ID:
+        return _decode_any(host, line)
+    message = data.message
+    # A control character reaches a JSON string only escaped (`\u001b`, `\r`) or, for DEL and
+    # the C1 range, as itself: an ASCII line without a backslash or DEL has none (most lines).
+    if not (line.isascii() and "\\" not in line and "\x7f" not in line) and _CONTROL_RE.search(
+        message
+    ):
+        message = _CONTROL_RE.sub("", _ANSI_RE.sub("", message))
+    return JournalEntry(
+        host,
+        data.cursor,
+        timestamp,
+        message,
+        priority,
+        data.invocation or None,
+        data.pid or None,
+        seq,
+        0,
+        (),
+        False,
+        crash_signature(message),
+    )
+
+
+def _decode_any(host: str, line: str) -> JournalEntry | None:
+    """`decode_entry` of any line: fields of any type, gap notices, what is not JSON."""
     try:
         data = _decode_json(line)
     except msgspec.ValidationError:  # JSON, but not an object
