@@ -27,8 +27,10 @@ _isfinite = math.isfinite
 
 __all__ = [
     "DecodeBatch",
+    "DecodeColumns",
     "DecodeNumbers",
     "PrefillBatch",
+    "decode_columns",
     "decode_numbers",
     "decode_numbers_of",
     "parse_decode",
@@ -230,11 +232,12 @@ class _Shape:
             ran,
         )
 
-    def charted_columns(self, joined: str, count: int) -> list[DecodeNumbers] | None:
+    def charted_columns(self, joined: str, count: int) -> DecodeColumns | None:
         """`charted_numbers` of each of `count` decode lines joined by newlines, all of this
-        shape and each with its name once; None unless every line fits and all five numbers
-        of each are finite (read those line by line). One search for the lines and one
-        `float` pass a field, instead of a search, a match and five floats a line."""
+        shape and each with its name once, a list a field; None unless every line fits and
+        all five numbers of each are finite (read those line by line). One search for the
+        lines and one `float` pass a field, instead of a search, a match and five floats a
+        line."""
         pick = self._lines_charted
         if pick is None or self._lines_regex is None:
             return None
@@ -253,23 +256,14 @@ class _Shape:
         if not _isfinite(sum(gen) + sum(running) + sum(queue) + sum(length) + sum(rate)):
             return None
         graph = self._graph
-        backend = None if graph is None else graph[1]
-        ran: Iterable[bool | None] = (
-            itertools.repeat(None)
-            if graph is None
-            else [g == "True" for g in columns[self._lines_graph]]
-        )
-        return list(
-            zip(
-                gen,
-                map(int, running),
-                map(int, queue),
-                length,
-                rate,
-                itertools.repeat(backend),
-                ran,
-                strict=False,  # `repeat` is endless; the five columns have `count` each
-            )
+        return DecodeColumns(
+            gen,
+            list(map(int, running)),
+            list(map(int, queue)),
+            length,
+            rate,
+            None if graph is None else graph[1],
+            None if graph is None else [g == "True" for g in columns[self._lines_graph]],
         )
 
     def graph(self, groups: tuple[str, ...]) -> tuple[str | None, bool | None]:
@@ -508,21 +502,61 @@ BATCHED_LINES = 8
 """Decode lines read together at least (fewer are read one by one: the same cost)."""
 
 
-def decode_numbers_of(messages: list[str]) -> Sequence[DecodeNumbers | None]:
-    """`decode_numbers` of each message (each holds `Decode batch`), in order.
+@dataclass(slots=True)
+class DecodeColumns:
+    """`DecodeNumbers` of many decode lines, a list a field: every line has all five charted
+    numbers, all finite (what a live monitor writes to its series a slice at a time)."""
+
+    gen_throughput: list[float]
+    running_req: list[int]
+    queue_req: list[int]
+    accept_len: list[float]
+    accept_rate: list[float]
+    graph_backend: str | None
+    graph: list[bool] | None
+    """Each line's graph field; None when the lines do not print one."""
+
+    def rows(self) -> list[DecodeNumbers]:
+        """The lines' `DecodeNumbers`, in order."""
+        graph: Iterable[bool | None] = itertools.repeat(None) if self.graph is None else self.graph
+        return list(
+            zip(
+                self.gen_throughput,
+                self.running_req,
+                self.queue_req,
+                self.accept_len,
+                self.accept_rate,
+                itertools.repeat(self.graph_backend),
+                graph,
+                strict=False,  # `repeat` is endless; the other fields have a value a line
+            )
+        )
+
+
+def decode_columns(messages: list[str]) -> DecodeColumns | None:
+    """`decode_numbers` of every message (each holds `Decode batch`) as columns, when they
+    are read together; None when they must be read one by one.
 
     A flood's decode lines share one shape: they are joined and read by one search (the
     newest shape's, as each line alone would be matched first), when each line holds its
     name once, so that the search finds what `_DECODE_RE` finds. Anything else — another
-    shape, a bad number, a multi-line record — reads line by line.
+    shape, a bad number, a missing field, a multi-line record — is None.
     """
     count = len(messages)
-    if count >= BATCHED_LINES and _DECODE_SHAPES:
-        joined = "\n".join(messages)
-        if joined.count("\n") == count - 1 and joined.count("Decode batch") == count:
-            numbers = _DECODE_SHAPES[0].charted_columns(joined, count)
-            if numbers is not None:
-                return numbers
+    if count < BATCHED_LINES or not _DECODE_SHAPES:
+        return None
+    joined = "\n".join(messages)
+    if joined.count("\n") != count - 1 or joined.count("Decode batch") != count:
+        return None
+    return _DECODE_SHAPES[0].charted_columns(joined, count)
+
+
+def decode_numbers_of(messages: list[str]) -> Sequence[DecodeNumbers | None]:
+    """`decode_numbers` of each message (each holds `Decode batch`), in order: read together
+    when `decode_columns` can, else one by one."""
+    columns = decode_columns(messages)
+    if columns is not None:
+        return columns.rows()
     return [decode_numbers(message) for message in messages]
 
 

@@ -25,7 +25,13 @@ from dataclasses import dataclass
 from itertools import chain, islice
 from types import MappingProxyType
 
-from console.watch.sglang import DecodeBatch, DecodeNumbers, ParsedLine, PrefillBatch
+from console.watch.sglang import (
+    DecodeBatch,
+    DecodeColumns,
+    DecodeNumbers,
+    ParsedLine,
+    PrefillBatch,
+)
 
 _isfinite = math.isfinite
 
@@ -447,6 +453,26 @@ class HostMetrics:
                 self.graph, self.graph_backend, self.graph_ts = graphs[i], backends[i], stamps[i]
                 break
         return decoded
+
+    def observe_decode_columns(self, stamps: Sequence[float], columns: DecodeColumns) -> bool:
+        """`observe_decodes` of lines whose numbers are all present and finite
+        (`console.watch.batches.decode_columns`), without making a tuple a line; False
+        (nothing recorded) when a time is not finite: use `observe_decodes` then."""
+        if not all(map(_isfinite, stamps)):
+            return False
+        series = self._series
+        for name, numbers in (
+            ("gen_throughput", columns.gen_throughput),
+            ("running_req", columns.running_req),
+            ("queue_req", columns.queue_req),
+            ("accept_len", columns.accept_len),
+            ("accept_rate", columns.accept_rate),
+        ):
+            series[name].extend(stamps, numbers, finite=True)
+        if columns.graph:  # every line printed its graph: the newest one's
+            self.graph, self.graph_backend = columns.graph[-1], columns.graph_backend
+            self.graph_ts = stamps[-1]
+        return True
 
     def _observe_each(
         self, stamps: Sequence[float], decoded: Sequence[DecodeNumbers]

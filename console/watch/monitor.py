@@ -39,7 +39,8 @@ from console.watch.sglang import (
     DecodeNumbers,
     PrefillBatch,
     ServerReady,
-    decode_numbers_of,
+    decode_columns,
+    decode_numbers,
     parse_line,
 )
 from console.watch.signatures import CustomMetrics, crash_signature
@@ -196,7 +197,21 @@ class HostMonitor:
     ) -> None:
         """Decode lines' numbers into the series, and the newest of each into `values`
         (a line with no field at all is no sample)."""
-        read = decode_numbers_of(texts)
+        columns = decode_columns(texts)
+        if columns is not None and self.metrics.observe_decode_columns(stamps, columns):
+            self._decodes.extend(stamps)
+            last = (
+                columns.gen_throughput[-1],
+                columns.running_req[-1],
+                columns.queue_req[-1],
+                columns.accept_len[-1],
+                columns.accept_rate[-1],
+                None,
+                None,
+            )
+            _decode_values(values, last)  # the newest line has all five
+            return
+        read = [decode_numbers(text) for text in texts]
         decoded: Sequence[DecodeNumbers]
         if None in read:
             kept = [(t, n) for t, n in zip(stamps, read, strict=True) if n is not None]

@@ -25,8 +25,10 @@ from typing import TypeAlias
 
 from console.watch.batches import (
     DecodeBatch,
+    DecodeColumns,
     DecodeNumbers,
     PrefillBatch,
+    decode_columns,
     decode_numbers,
     decode_numbers_of,
     parse_decode,
@@ -59,6 +61,7 @@ __all__ = [
     "ArgValue",
     "CustomMetrics",
     "DecodeBatch",
+    "DecodeColumns",
     "DecodeNumbers",
     "DraftRunnerInit",
     "GraphCapture",
@@ -70,6 +73,7 @@ __all__ = [
     "ServerReady",
     "WeightLoad",
     "crash_signature",
+    "decode_columns",
     "decode_numbers",
     "decode_numbers_of",
     "deprecation_warning",
