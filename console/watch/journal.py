@@ -110,11 +110,11 @@ class _TextLine(msgspec.Struct, gc=False):
 _decode_text_line = msgspec.json.Decoder(_TextLine).decode
 
 
-def decode_entry(host: str, line: str) -> JournalEntry | None:
-    """Parse one `-o json` line; None for journalctl's `-- …` notes and blank lines."""
-    if not line or line.startswith("-- "):
-        return None
-    # What `_decode_any` makes of a text line, with the type checks done by msgspec.
+def decode_entry(host: str, line: str | bytes) -> JournalEntry | None:
+    """Parse one `-o json` line, as text or as the bytes journalctl wrote (UTF-8); None for
+    journalctl's `-- …` notes and blank lines."""
+    # What `_decode_any` makes of a text line, with the type checks done by msgspec (a note,
+    # a blank line or a torn one is no JSON object of these fields, and goes there).
     try:
         data = _decode_text_line(line)
         timestamp = int(data.realtime) / 1_000_000
@@ -127,9 +127,11 @@ def decode_entry(host: str, line: str) -> JournalEntry | None:
     message = data.message
     # A control character reaches a JSON string only escaped (`\u001b`, `\r`) or, for DEL and
     # the C1 range, as itself: an ASCII line without a backslash or DEL has none (most lines).
-    if not (line.isascii() and "\\" not in line and "\x7f" not in line) and _CONTROL_RE.search(
-        message
-    ):
+    if type(line) is bytes:  # a byte's value, not a one-byte needle: 0.14 -> 0.03 µs each
+        plain = line.isascii() and 92 not in line and 127 not in line  # backslash, DEL
+    else:
+        plain = line.isascii() and "\\" not in line and "\x7f" not in line
+    if not plain and _CONTROL_RE.search(message):
         message = _CONTROL_RE.sub("", _ANSI_RE.sub("", message))
     return JournalEntry(
         host,
@@ -147,8 +149,12 @@ def decode_entry(host: str, line: str) -> JournalEntry | None:
     )
 
 
-def _decode_any(host: str, line: str) -> JournalEntry | None:
+def _decode_any(host: str, line: str | bytes) -> JournalEntry | None:
     """`decode_entry` of any line: fields of any type, gap notices, what is not JSON."""
+    if isinstance(line, bytes):  # as the stream decoded it before it came as bytes
+        line = line.decode("utf-8", "replace")
+    if not line or line.startswith("-- "):
+        return None
     try:
         data = _decode_json(line)
     except msgspec.ValidationError:  # JSON, but not an object
@@ -211,7 +217,7 @@ def _decode_any(host: str, line: str) -> JournalEntry | None:
     )
 
 
-def decode_lines(host: str, lines: Iterable[str]) -> list[JournalEntry]:
+def decode_lines(host: str, lines: Iterable[str | bytes]) -> list[JournalEntry]:
     """The entries among `-o json` output lines (notes and blank lines skipped)."""
     return [e for line in lines if (e := decode_entry(host, line)) is not None]
 
@@ -437,7 +443,7 @@ class JournalFollower:
         self.restarts = 0
         """How many times the stream was (re)started; for tests and diagnostics."""
 
-    def _decode(self, lines: list[str]) -> list[JournalEntry]:
+    def _decode(self, lines: list[str] | list[bytes]) -> list[JournalEntry]:
         entries = decode_lines(self.session.name, lines)
         if self._resuming and entries:
             self._resuming = False
@@ -477,7 +483,7 @@ class JournalFollower:
 
     async def _follow(self) -> None:
         """One journalctl stream, until it ends or fails; flushes a quiet pending record."""
-        stream: AsyncIterator[list[str]] = self.session.stream(
+        stream: AsyncIterator[list[bytes]] = self.session.stream_bytes(
             remote.journal_follow(self.unit, self.cursor)
         )
         self._resuming = True

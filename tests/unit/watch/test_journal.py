@@ -159,6 +159,18 @@ def test_the_text_line_path_decodes_as_the_general_one(line: str) -> None:
     assert decode_entry("h", line) == journal._decode_any("h", line)
 
 
+@pytest.mark.parametrize("line", TEXT_LINE_CASES.values(), ids=TEXT_LINE_CASES.keys())
+def test_a_line_decodes_the_same_from_the_bytes_journalctl_wrote(line: str) -> None:
+    """The follower reads the stream as bytes; every kind of line gives the entry its text
+    gives, notes and blank lines are skipped, and bytes that are not UTF-8 are replaced as
+    the stream's decoding replaced them."""
+    assert decode_entry("h", line.encode()) == decode_entry("h", line)
+    assert decode_entry("h", b"-- Boot 1234 --") is None and decode_entry("h", b"") is None
+    broken = json_line("bad \ufffd byte").encode().replace(b"\\ufffd", b"\xff")
+    decoded = decode_entry("h", broken)
+    assert decoded is not None and decoded.message == "bad \ufffd byte"
+
+
 # --- records ----------------------------------------------------------------------------
 
 TRACEBACK = [

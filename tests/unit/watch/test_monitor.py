@@ -250,7 +250,8 @@ def test_a_flood_slice_records_what_its_lines_one_at_a_time_record() -> None:
         together, alone = HostMonitor(profile()), HostMonitor(profile())
         (update,) = together.observe(records)
         updates = [alone.observe([one]) for one in records]
-        assert isinstance(update, MetricsUpdated)
-        assert update.values == updates[-1][0].values  # type: ignore[attr-defined]
+        (last,) = updates[-1]
+        assert isinstance(update, MetricsUpdated) and isinstance(last, MetricsUpdated)
+        assert update.values == last.values
         assert _state(together) == _state(alone)
         assert len(together.recent("gen_throughput")) == len(messages)
