@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from console.sim.journal import SimJournal
 from console.sim.load import decode_line
+from console.transport.remote import FOLLOW_FIELDS
 
 UNIT = "sglang-k26-ddtree.service"
 
@@ -31,18 +32,35 @@ ODD_MESSAGES = [
 ]
 
 
-def rendered(journal: SimJournal, message: str, **fields: str) -> tuple[str, str]:
+OUTPUT_FIELDS = {
+    "all": None,
+    "follower": set(FOLLOW_FIELDS),  # what `specops` asks for
+    "message": {"MESSAGE"},
+    "none": {"NOT_A_FIELD"},
+}
+
+
+def rendered(
+    journal: SimJournal, message: str, output_fields: set[str] | None = None, **fields: str
+) -> tuple[str, str]:
     entry = journal.append(UNIT, message, **fields)
     assert entry is not None
-    return journal.render(entry, "json"), journal.render_json_reference(entry)
+    return (
+        journal.render(entry, "json", output_fields),
+        journal.render_json_reference(entry, output_fields),
+    )
 
 
+@pytest.mark.parametrize("output_fields", OUTPUT_FIELDS.values(), ids=OUTPUT_FIELDS.keys())
 @pytest.mark.parametrize("message", ODD_MESSAGES)
-def test_a_message_renders_as_the_reference_does(message: str) -> None:
+def test_a_message_renders_as_the_reference_does(
+    message: str, output_fields: set[str] | None
+) -> None:
     journal = SimJournal()
     for _ in range(3):  # and again, once the header template is made
-        fast, reference = rendered(journal, message, _PID="4242")
+        fast, reference = rendered(journal, message, output_fields, _PID="4242")
         assert fast == reference
+    json.loads(fast)
 
 
 def test_byte_arrays_and_odd_fields_render_as_the_reference_does() -> None:
@@ -50,6 +68,7 @@ def test_byte_arrays_and_odd_fields_render_as_the_reference_does() -> None:
     fast, reference = rendered(
         journal,
         "colour \x1b[1m",
+        None,
         _PID="4242",
         CODE_FILE='a "quoted" \\path',
         NOTE="bell\x07",
@@ -71,7 +90,8 @@ def test_odd_journal_ids_render_as_the_reference_does() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(message=st.text(), extra=st.text())
-def test_any_text_renders_as_the_reference_does(message: str, extra: str) -> None:
-    fast, reference = rendered(SimJournal(), message, _PID="1", EXTRA=extra)
+@given(message=st.text(), extra=st.text(), follower=st.booleans())
+def test_any_text_renders_as_the_reference_does(message: str, extra: str, follower: bool) -> None:
+    fields = set(FOLLOW_FIELDS) if follower else None
+    fast, reference = rendered(SimJournal(), message, fields, _PID="1", EXTRA=extra)
     assert fast == reference
