@@ -49,6 +49,11 @@ class SimServer:
             shlex.join(remote_command),
         ]
 
+    def cpu(self) -> float:
+        """CPU seconds the simulated fleet's process has used (user and system)."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def emit(self, profile: Profile, rate: float, count: int, start: int = 1) -> None:
         """Make the host log `count` numbered decode lines at `rate` lines/s (0: flat out)."""
         cmd = [

@@ -16,6 +16,9 @@ the client's process, so its thread CPU time is measured there and taken out.
 `tally_us_line` is what was taken out (add it back to compare with figures from before
 this accounting, which billed it to specops only).
 
+`host_busy` is the simulated hosts' process CPU over the same wall time (1.0: a core): a
+flat-out run the host keeps near 1.0 is limited by the host, not by the client.
+
 With `--hosts N` every host logs at the rate at once (N raw pipes; one specops client
 following all N): `--hosts 8 --rates 5000` is the 8 hosts × 5k lines/s burst.
 
@@ -96,10 +99,17 @@ class Tally:
 
 
 def row(
-    client: str, rate: float, count: int, tally: Tally, start: int, seconds: float, cpu: float
+    client: str,
+    rate: float,
+    count: int,
+    tally: Tally,
+    start: int,
+    seconds: float,
+    cpu: float,
+    host_cpu: float,
 ) -> dict[str, object]:
     """One result line: what arrived of lines start..start+count-1 on every host, how fast,
-    at what cost (`cpu` without the tally's own)."""
+    at what cost (`cpu` without the tally's own), and how busy the simulated hosts were."""
     got = sum(len([s for s in seen if start <= s < start + count]) for seen in tally.seen.values())
     total = count * tally.hosts
     return {
@@ -112,6 +122,7 @@ def row(
         "lines_per_s": got / seconds,
         "cpu_us_line": (cpu - tally.cost) / max(got, 1) * 1e6,
         "tally_us_line": tally.cost / max(got, 1) * 1e6,
+        "host_busy": host_cpu / seconds,
     }
 
 
@@ -157,16 +168,16 @@ def run_raw(
 
     for host, _, proc in pipes:
         threading.Thread(target=reader, args=(host, proc), daemon=True).start()
-    t0 = time.monotonic()
+    host0, t0 = sim.cpu(), time.monotonic()
     emit_all(sim, profiles, rate, count, start)
     tally.done.wait(timeout=tally.timeout(rate, count))
-    end = tally.finish or time.monotonic()
+    end, host_cpu = tally.finish or time.monotonic(), sim.cpu() - host0
     for _, ssh, proc in pipes:
         ssh.terminate()
         ssh.wait()
         proc.wait()
     cpu = children_cpu() - cpu0
-    return row("raw ssh|grep", rate, count, tally, start, end - t0, cpu)
+    return row("raw ssh|grep", rate, count, tally, start, end - t0, cpu, host_cpu)
 
 
 async def run_engine(
@@ -187,14 +198,13 @@ async def run_engine(
     for profile in profiles:
         await fleet.sessions[profile.name].wait_connected(10)
     await asyncio.sleep(1.0)
-    cpu0 = time.process_time()
-    t0 = time.monotonic()
+    cpu0, host0, t0 = time.process_time(), sim.cpu(), time.monotonic()
     await asyncio.to_thread(emit_all, sim, profiles, rate, count, start)
     await asyncio.to_thread(tally.done.wait, tally.timeout(rate, count))
-    end = tally.finish or time.monotonic()
+    end, host_cpu = tally.finish or time.monotonic(), sim.cpu() - host0
     cpu = time.process_time() - cpu0
     await fleet.stop()
-    return row("specops engine", rate, count, tally, start, end - t0, cpu)
+    return row("specops engine", rate, count, tally, start, end - t0, cpu, host_cpu)
 
 
 async def run_app(
@@ -216,16 +226,15 @@ async def run_app(
         for profile in profiles:
             await app.engine.run(app.fleet.sessions[profile.name].wait_connected(10))
         await asyncio.sleep(1.0)
-        cpu0 = time.process_time()
-        t0 = time.monotonic()
+        cpu0, host0, t0 = time.process_time(), sim.cpu(), time.monotonic()
         await asyncio.to_thread(emit_all, sim, profiles, rate, count, start)
         # Waited for from a thread, as for the engine: `pilot.pause` every 10 ms walked
         # every widget and forced a screen update each time, work billed to the app that
         # it does not do on its own.
         await asyncio.to_thread(tally.done.wait, tally.timeout(rate, count))
-        end = tally.finish or time.monotonic()
+        end, host_cpu = tally.finish or time.monotonic(), sim.cpu() - host0
         cpu = time.process_time() - cpu0
-    return row("specops app", rate, count, tally, start, end - t0, cpu)
+    return row("specops app", rate, count, tally, start, end - t0, cpu, host_cpu)
 
 
 CLIENTS = {"engine": run_engine, "app": run_app}
@@ -239,6 +248,7 @@ COLUMNS = [
     "lines_per_s",
     "cpu_us_line",
     "tally_us_line",
+    "host_busy",
     "vs_raw",
     "app_vs_engine",
 ]
