@@ -50,6 +50,13 @@ class SimServer:
             shlex.join(remote_command),
         ]
 
+    def cpu(self) -> float:
+        """CPU seconds the simulated fleet's process has used (user and system)."""
+        if self.process is None:
+            raise RuntimeError("the simulated fleet is served by the parent process")
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def emit(self, profile: Profile, rate: float, count: int, start: int = 1) -> None:
         """Make the host log `count` numbered decode lines at `rate` lines/s (0: flat out)."""
         cmd = [

@@ -26,6 +26,17 @@ import msgspec
 SUPPRESSED_ID = "a596d6fe7bfa4994828e72309e95d61e"
 _NONPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _encode_json = msgspec.json.Encoder().encode
+_HEADER_KEYS = frozenset(
+    {
+        "__CURSOR",
+        "__REALTIME_TIMESTAMP",
+        "__MONOTONIC_TIMESTAMP",
+        "_BOOT_ID",
+        "__SEQNUM",
+        "__SEQNUM_ID",
+    }
+)
+"""The fields `-o json` writes first, from the entry's place in the journal."""
 
 
 @dataclass
@@ -55,6 +66,8 @@ class SimJournal:
         self._changed = asyncio.Event()
         self._start = time.monotonic()
         self.rate_limits: dict[str, RateLimit] = {}
+        self._json_head: tuple[tuple[str, str], bytes] = (("", ""), b"")
+        """The `-o json` header template, for the (seqnum id, boot id) it was made with."""
 
     # --- writing -----------------------------------------------------------------------
 
@@ -144,6 +157,47 @@ class SimJournal:
             )
             ident = f.get("SYSLOG_IDENTIFIER", "python3")
             return f"{stamp} simhost {ident}[{f.get('_PID', '1')}]: {f['MESSAGE']}"
+        fast = self._render_json(entry, output_fields)
+        if fast is not None:
+            return fast
+        return self.render_json_reference(entry, output_fields)
+
+    def _render_json(self, entry: Entry, output_fields: set[str] | None = None) -> str | None:
+        """`render_json_reference` without a dict of every field; None where it might differ
+        (a field that needs a byte array or has a header's name, a lone surrogate, no field
+        left after `output_fields`).
+
+        A flood's host spent 3.0 µs a line on that dict and its encoding, and the host is
+        what a flat-out benchmark waits on: now 2.0 (with the follower's `--output-fields`).
+        The header is one %-format of the entry's numbers into a template made once per
+        journal (its ids escaped as JSON escapes them), the fields one msgspec call over the
+        entry's own dict (or the fields asked for), spliced: `{header,` + `fields…}`. Tested
+        byte for byte against the reference.
+        """
+        f = entry.fields
+        if output_fields is not None and not output_fields.issuperset(f):
+            f = {key: value for key, value in f.items() if key in output_fields}
+        if not f or not _HEADER_KEYS.isdisjoint(f):
+            return None
+        try:
+            body = _encode_json(f)
+        except (msgspec.EncodeError, UnicodeEncodeError):
+            return None
+        # JSON writes C0 controls escaped and DEL as itself: a body without a backslash (92)
+        # or DEL (127) has no field `_json_value` would turn to bytes (nearly every line).
+        if (92 in body or 127 in body) and any(map(_NONPRINTABLE.search, f.values())):
+            return None
+        key = (self.seqnum_id, self.boot_id)
+        if self._json_head[0] != key:
+            self._json_head = (key, _json_header(*key))
+        seq, mono, real = entry.seq, entry.monotonic_us, entry.realtime_us
+        values = (seq, mono, real, seq * 2654435761 % 2**32, real, mono, seq, body[1:])
+        return (self._json_head[1] % values).decode()
+
+    def render_json_reference(self, entry: Entry, output_fields: set[str] | None = None) -> str:
+        """journalctl's `-o json` line for `entry`, field by field (the reference rendering,
+        and the one for odd fields)."""
+        f = entry.fields
         data: dict[str, object] = {
             "__CURSOR": self.cursor(entry),
             "__REALTIME_TIMESTAMP": str(entry.realtime_us),
@@ -160,6 +214,17 @@ class SimJournal:
             return _encode_json(data).decode()
         except (msgspec.EncodeError, UnicodeEncodeError):  # a lone surrogate, say
             return json.dumps(data, ensure_ascii=False)
+
+
+def _json_header(seqnum_id: str, boot_id: str) -> bytes:
+    """The fields `-o json` writes before an entry's own, as a %-template of the numbers
+    (seq, monotonic, realtime and cursor hash in hex, then realtime, monotonic and seq in
+    decimal, then the entry's fields without their opening brace)."""
+    sid, boot = (_encode_json(v)[1:-1].replace(b"%", b"%%") for v in (seqnum_id, boot_id))
+    return (
+        b'{"__CURSOR":"s=%s;i=%%x;b=%s;m=%%x;t=%%x;x=%%x","__REALTIME_TIMESTAMP":"%%d",'
+        b'"__MONOTONIC_TIMESTAMP":"%%d","_BOOT_ID":"%s","__SEQNUM":"%%d","__SEQNUM_ID":"%s",%%s'
+    ) % (sid, boot, boot, sid)
 
 
 def _json_value(value: str) -> object:

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, AnyStr
 
 import asyncssh
 from asyncssh.encryption import get_default_encryption_algs
@@ -497,13 +497,16 @@ class HostSession:
             duration = time.monotonic() - started
             self._on_command(CommandRecord(self.name, shell, returncode, duration, time.time()))
 
-    async def _spawn(self, command: Command) -> tuple[str, float, asyncssh.SSHClientProcess[str]]:
-        """Open a channel for `command`: (the exact shell string, start time, process)."""
+    async def _spawn(
+        self, command: Command, encoding: str | None = "utf-8"
+    ) -> tuple[str, float, asyncssh.SSHClientProcess[Any]]:
+        """Open a channel for `command`: (the exact shell string, start time, process);
+        `encoding` None: the process reads bytes."""
         conn = self._require()
         shell = command.shell(self.profile.ssh.sudo)
         started = time.monotonic()
         try:
-            proc = await conn.create_process(shell, encoding="utf-8", errors="replace")
+            proc = await conn.create_process(shell, encoding=encoding, errors="replace")
         except (OSError, asyncssh.Error) as exc:
             self._audit(shell, None, started)
             raise Disconnected(self.name, f"`{shell}`: {_describe(exc)}") from exc
@@ -553,18 +556,30 @@ class HostSession:
             raise CommandFailed(self.name, result)
         return result
 
-    async def stream(self, command: Command) -> AsyncIterator[list[str]]:
+    def stream(self, command: Command) -> AsyncIterator[list[str]]:
         """Run a long command and yield its stdout as batches of complete lines.
 
         Lines come without their trailing newline. A trailing fragment at EOF or at a
         disconnect is a torn write and is dropped. Ends normally when the command exits 0;
         raises `Disconnected` when the link drops and `CommandFailed` on a non-zero exit.
         """
-        shell, started, proc = await self._spawn(command)
+        return self._stream(command, "")
+
+    def stream_bytes(self, command: Command) -> AsyncIterator[list[bytes]]:
+        """`stream`, with lines as the bytes the command wrote: for a reader that parses
+        bytes (the journal follower's JSON), which then needs no decoding of the stream to
+        text first (0.37 µs of a journal line's ~8)."""
+        return self._stream(command, b"")
+
+    async def _stream(self, command: Command, empty: AnyStr) -> AsyncIterator[list[AnyStr]]:
+        shell, started, proc = await self._spawn(
+            command, None if isinstance(empty, bytes) else "utf-8"
+        )
+        newline = b"\n" if isinstance(empty, bytes) else "\n"
         returncode: int | None = None
         try:
             proc.stdin.write_eof()
-            pending = ""
+            pending = empty
             while True:
                 try:
                     chunk = await proc.stdout.read(STREAM_CHUNK)
@@ -573,7 +588,7 @@ class HostSession:
                 if not chunk:
                     break
                 pending += chunk
-                lines = pending.split("\n")
+                lines = pending.split(newline)
                 pending = lines.pop()
                 if lines:
                     yield lines

@@ -13,11 +13,13 @@ line), no I/O, no Textual. The compiled shapes are a bounded module-level cache.
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from console.watch.header import Header, prefix_header
 
@@ -25,9 +27,12 @@ _isfinite = math.isfinite
 
 __all__ = [
     "DecodeBatch",
+    "DecodeColumns",
     "DecodeNumbers",
     "PrefillBatch",
+    "decode_columns",
     "decode_numbers",
+    "decode_numbers_of",
     "parse_decode",
     "parse_prefill",
 ]
@@ -90,23 +95,67 @@ _Fields = tuple[dict[str, float], str | None, bool | None]
 # split at the same `, `, values that are finite numbers, `True`/`False` graph fields, other
 # items without `:` or `,`); a line it does not fit is read field by field again.
 
-_SHAPE_VALUE = r"([^,%]*)%*"
+_PART = {"other": r"[^:,]*", "graph": "{}: (True|False)", "value": r"{}: ([^,%]*)%*"}
+"""The regular expression of each kind of field in a shape (`(kind, key as printed)`), for
+its `re.escape`d key."""
+_LINES_PART = {
+    "other": r"[^:,\n]*",
+    "graph": "{}: (True|False)",
+    "value": r"{}: [^,%\n]*%*",
+    "charted": r"{}: ([^,%\n]*)%*",
+}
+"""The same, for lines joined by newlines: nothing matches a newline, and only what
+`decode_numbers` reads is captured."""
 _CHARTED = ("gen throughput (token/s)", "#running-req", "#queue-req", "accept len", "accept rate")
 """The decode fields a live monitor charts, in `DecodeNumbers` order."""
-_SHAPE_OTHER_RE = re.compile(r"[^:,]*")
+_SHAPE_OTHER_RE = re.compile(_PART["other"])
 SHAPES_KEPT = 8
 """Shapes remembered per kind of line (a host prints one or two; a fleet of releases a few)."""
+
+
+def _repeating(texts: tuple[str, ...]) -> list[float]:
+    """`float` of each text, each distinct text converted once: a column of counts or
+    two-decimal ratios (requests, accept len and rate) holds a few values over hundreds of
+    lines, and `float` of a text costs ~0.15 µs, five times a dictionary lookup."""
+    table = {text: float(text) for text in set(texts)}
+    return list(map(table.__getitem__, texts))
 
 
 class _Shape:
     """One layout of a batch line's fields, compiled."""
 
-    __slots__ = ("_charted_all", "_graph", "_keys", "_numbers", "charted", "fullmatch")
+    __slots__ = (
+        "_charted_all",
+        "_graph",
+        "_keys",
+        "_lines",
+        "_lines_charted",
+        "_lines_graph",
+        "_lines_regex",
+        "_numbers",
+        "charted",
+        "fullmatch",
+    )
 
     def __init__(
-        self, regex: str, keys: tuple[str, ...], groups: int, graph: tuple[int, str] | None
+        self,
+        parts: list[tuple[str, str]],
+        keys: tuple[str, ...],
+        groups: int,
+        graph: tuple[int, str] | None,
     ) -> None:
-        self.fullmatch = re.compile(regex).fullmatch
+        self.fullmatch = re.compile(
+            ", ".join(_PART[kind].format(re.escape(key)) for kind, key in parts) + r",*\s*"
+        ).fullmatch
+        self._lines_regex: str | None = None
+        """The shape after a decode line's name, as whole lines among many joined by
+        newlines (no part matches one, so a match is one line), capturing the charted
+        numbers and the graph field only; None when a key holds a newline."""
+        self._lines: re.Pattern[str] | None = None
+        """`_lines_regex` compiled, once a slice of lines is read with it."""
+        self._lines_charted: Callable[[Sequence[Any]], tuple[Any, ...]] | None = None
+        self._lines_graph = -1
+        """Where the five charted columns and the graph's are among `_lines_regex`'s."""
         self._keys = keys
         self._graph = graph
         numbers = [i for i in range(groups) if graph is None or i != graph[0]]
@@ -114,7 +163,7 @@ class _Shape:
         self.charted: tuple[int, int, int, int, int] | None = None
         """Where `decode_numbers`' five fields are among the groups (-1: absent); None when
         a key repeats (the field-by-field reading keeps the last one)."""
-        self._charted_all: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None
+        self._charted_all: Callable[[Sequence[Any]], tuple[Any, ...]] | None = None
         """The five charted groups, when the shape has all five (most decode lines)."""
         if len(set(keys)) == len(keys):
             at = [keys.index(k) if k in keys else -1 for k in _CHARTED]
@@ -125,6 +174,23 @@ class _Shape:
             self.charted = (gen, run, queue, length, rate)
             if min(self.charted) >= 0:
                 self._charted_all = operator.itemgetter(*self.charted)
+                self._lines_shape(parts)
+
+    def _lines_shape(self, parts: list[tuple[str, str]]) -> None:
+        if any("\n" in key for _, key in parts):
+            return
+        captured: list[str] = []
+        lines: list[str] = []
+        for kind, key in parts:
+            if kind == "value" and key.strip() in _CHARTED:
+                captured.append(key.strip())
+                kind = "charted"
+            elif kind == "graph":
+                captured.append("")
+            lines.append(_LINES_PART[kind].format(re.escape(key)))
+        self._lines_charted = operator.itemgetter(*(captured.index(k) for k in _CHARTED))
+        self._lines_graph = captured.index("") if "" in captured else -1
+        self._lines_regex = r"Decode batch(?: \[\d+\])?[.,] " + ", ".join(lines) + r",*[^\S\n]*$"
 
     def floats(self, groups: tuple[str, ...]) -> list[float] | None:
         """The numbers in key order; None when one is no finite number."""
@@ -166,6 +232,40 @@ class _Shape:
             ran,
         )
 
+    def charted_columns(self, joined: str, count: int) -> DecodeColumns | None:
+        """`charted_numbers` of each of `count` decode lines joined by newlines, all of this
+        shape and each with its name once, a list a field; None unless every line fits and
+        all five numbers of each are finite (read those line by line). One search for the
+        lines and one `float` pass a field, instead of a search, a match and five floats a
+        line."""
+        pick = self._lines_charted
+        if pick is None or self._lines_regex is None:
+            return None
+        if self._lines is None:
+            self._lines = re.compile(self._lines_regex, re.MULTILINE)
+        rows = self._lines.findall(joined)
+        if len(rows) != count:
+            return None
+        columns: list[tuple[str, ...]] = list(zip(*rows, strict=True))
+        gen_, running_, queue_, length_, rate_ = pick(columns)
+        try:
+            gen = list(map(float, gen_))
+            running, queue, length, rate = map(_repeating, (running_, queue_, length_, rate_))
+        except ValueError:
+            return None
+        if not _isfinite(sum(gen) + sum(running) + sum(queue) + sum(length) + sum(rate)):
+            return None
+        graph = self._graph
+        return DecodeColumns(
+            gen,
+            list(map(int, running)),
+            list(map(int, queue)),
+            length,
+            rate,
+            None if graph is None else graph[1],
+            None if graph is None else [g == "True" for g in columns[self._lines_graph]],
+        )
+
     def graph(self, groups: tuple[str, ...]) -> tuple[str | None, bool | None]:
         """The line's graph backend and whether it ran in a graph (None, None: not printed)."""
         if self._graph is None:
@@ -183,7 +283,7 @@ class _Shape:
     @classmethod
     def of(cls, text: str) -> _Shape | None:
         """The shape of this line's fields; None when it has something a shape cannot hold."""
-        parts: list[str] = []
+        parts: list[tuple[str, str]] = []
         keys: list[str] = []
         graph: tuple[int, str] | None = None
         for item in text.rstrip().rstrip(",").split(", "):
@@ -191,12 +291,12 @@ class _Shape:
             if not sep:
                 if _SHAPE_OTHER_RE.fullmatch(item) is None:
                     return None
-                parts.append(_SHAPE_OTHER_RE.pattern)
+                parts.append(("other", ""))
                 continue
             if key.endswith(" graph") and key[:-6] in _GRAPH_BACKENDS:
                 if (raw != "True" and raw != "False") or graph is not None:
                     return None
-                parts.append(re.escape(key) + ": (True|False)")
+                parts.append(("graph", key))
                 graph = (len(keys), key[:-6])
                 continue
             try:
@@ -205,12 +305,12 @@ class _Shape:
                 return None
             if not math.isfinite(number) or "," in raw:
                 return None
-            parts.append(f"{re.escape(key)}: {_SHAPE_VALUE}")
+            parts.append(("value", key))
             keys.append(key.strip())
         groups = len(keys) + (graph is not None)
         if len(keys) < 2:
             return None
-        return cls(", ".join(parts) + r",*\s*", tuple(keys), groups, graph)
+        return cls(parts, tuple(keys), groups, graph)
 
 
 def _matcher(shapes: list[_Shape]) -> Callable[[str], tuple[_Shape, tuple[str, ...]] | None]:
@@ -396,6 +496,68 @@ def decode_numbers(message: str) -> DecodeNumbers | None:
         backend,
         graph,
     )
+
+
+BATCHED_LINES = 8
+"""Decode lines read together at least (fewer are read one by one: the same cost)."""
+
+
+@dataclass(slots=True)
+class DecodeColumns:
+    """`DecodeNumbers` of many decode lines, a list a field: every line has all five charted
+    numbers, all finite (what a live monitor writes to its series a slice at a time)."""
+
+    gen_throughput: list[float]
+    running_req: list[int]
+    queue_req: list[int]
+    accept_len: list[float]
+    accept_rate: list[float]
+    graph_backend: str | None
+    graph: list[bool] | None
+    """Each line's graph field; None when the lines do not print one."""
+
+    def rows(self) -> list[DecodeNumbers]:
+        """The lines' `DecodeNumbers`, in order."""
+        graph: Iterable[bool | None] = itertools.repeat(None) if self.graph is None else self.graph
+        return list(
+            zip(
+                self.gen_throughput,
+                self.running_req,
+                self.queue_req,
+                self.accept_len,
+                self.accept_rate,
+                itertools.repeat(self.graph_backend),
+                graph,
+                strict=False,  # `repeat` is endless; the other fields have a value a line
+            )
+        )
+
+
+def decode_columns(messages: list[str]) -> DecodeColumns | None:
+    """`decode_numbers` of every message (each holds `Decode batch`) as columns, when they
+    are read together; None when they must be read one by one.
+
+    A flood's decode lines share one shape: they are joined and read by one search (the
+    newest shape's, as each line alone would be matched first), when each line holds its
+    name once, so that the search finds what `_DECODE_RE` finds. Anything else — another
+    shape, a bad number, a missing field, a multi-line record — is None.
+    """
+    count = len(messages)
+    if count < BATCHED_LINES or not _DECODE_SHAPES:
+        return None
+    joined = "\n".join(messages)
+    if joined.count("\n") != count - 1 or joined.count("Decode batch") != count:
+        return None
+    return _DECODE_SHAPES[0].charted_columns(joined, count)
+
+
+def decode_numbers_of(messages: list[str]) -> Sequence[DecodeNumbers | None]:
+    """`decode_numbers` of each message (each holds `Decode batch`), in order: read together
+    when `decode_columns` can, else one by one."""
+    columns = decode_columns(messages)
+    if columns is not None:
+        return columns.rows()
+    return [decode_numbers(message) for message in messages]
 
 
 def parse_prefill(message: str) -> PrefillBatch | None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -93,8 +92,67 @@ class _Fields(msgspec.Struct, gc=False):
 _decode_json = msgspec.json.Decoder(_Fields).decode
 
 
-def decode_entry(host: str, line: str) -> JournalEntry | None:
-    """Parse one `-o json` line; None for journalctl's `-- …` notes and blank lines."""
+class _TextLine(msgspec.Struct, gc=False):
+    """The same fields, typed as journald writes them for a line of text (nearly every line):
+    msgspec checks the types, and a line that differs is read as `_Fields` instead."""
+
+    cursor: str = msgspec.field(name="__CURSOR")
+    realtime: str = msgspec.field(name="__REALTIME_TIMESTAMP")
+    message: str = msgspec.field(name="MESSAGE")
+    priority: str = msgspec.field(name="PRIORITY")
+    seqnum: str = msgspec.field(name="__SEQNUM")
+    seqnum_id: str = msgspec.field(name="__SEQNUM_ID")
+    invocation: str | None = msgspec.field(name="_SYSTEMD_INVOCATION_ID", default=None)
+    pid: str | None = msgspec.field(name="_PID", default=None)
+    message_id: str | None = msgspec.field(name="MESSAGE_ID", default=None)
+
+
+_decode_text_line = msgspec.json.Decoder(_TextLine).decode
+
+
+def decode_entry(host: str, line: str | bytes) -> JournalEntry | None:
+    """Parse one `-o json` line, as text or as the bytes journalctl wrote (UTF-8); None for
+    journalctl's `-- …` notes and blank lines."""
+    # What `_decode_any` makes of a text line, with the type checks done by msgspec (a note,
+    # a blank line or a torn one is no JSON object of these fields, and goes there).
+    try:
+        data = _decode_text_line(line)
+        timestamp = int(data.realtime) / 1_000_000
+        priority = int(data.priority)
+        seq = (data.seqnum_id, int(data.seqnum))
+    except (msgspec.DecodeError, ValueError):  # and ValidationError, a DecodeError
+        return _decode_any(host, line)
+    if data.message_id == SUPPRESSED_MESSAGE_ID:
+        return _decode_any(host, line)
+    message = data.message
+    # A control character reaches a JSON string only escaped (`\u001b`, `\r`) or, for DEL and
+    # the C1 range, as itself: an ASCII line without a backslash or DEL has none (most lines).
+    if type(line) is bytes:  # a byte's value, not a one-byte needle: 0.14 -> 0.03 µs each
+        plain = line.isascii() and 92 not in line and 127 not in line  # backslash, DEL
+    else:
+        plain = line.isascii() and "\\" not in line and "\x7f" not in line
+    if not plain and _CONTROL_RE.search(message):
+        message = _CONTROL_RE.sub("", _ANSI_RE.sub("", message))
+    return JournalEntry(
+        host,
+        data.cursor,
+        timestamp,
+        message,
+        priority,
+        data.invocation or None,
+        data.pid or None,
+        seq,
+        0,
+        (),
+        False,
+        crash_signature(message),
+    )
+
+
+def _decode_any(host: str, line: str | bytes) -> JournalEntry | None:
+    """`decode_entry` of any line: fields of any type, gap notices, what is not JSON."""
+    if isinstance(line, bytes):  # as the stream decoded it before it came as bytes
+        line = line.decode("utf-8", "replace")
     if not line or line.startswith("-- "):
         return None
     try:
@@ -159,7 +217,7 @@ def decode_entry(host: str, line: str) -> JournalEntry | None:
     )
 
 
-def decode_lines(host: str, lines: Iterable[str]) -> list[JournalEntry]:
+def decode_lines(host: str, lines: Iterable[str | bytes]) -> list[JournalEntry]:
     """The entries among `-o json` output lines (notes and blank lines skipped)."""
     return [e for line in lines if (e := decode_entry(host, line)) is not None]
 
@@ -265,7 +323,7 @@ class RecordAssembler:
         record = head
         if self._more or self._new_invocation:
             more = tuple(self._more)
-            record = dataclasses.replace(
+            record = msgspec.structs.replace(
                 head,
                 cursor=last.cursor,
                 seq=last.seq,
@@ -405,7 +463,7 @@ class JournalFollower:
         self.restarts = 0
         """How many times the stream was (re)started; for tests and diagnostics."""
 
-    def _decode(self, lines: list[str]) -> list[JournalEntry]:
+    def _decode(self, lines: list[str] | list[bytes]) -> list[JournalEntry]:
         entries = decode_lines(self.session.name, lines)
         if self._resuming and entries:
             self._resuming = False
@@ -472,14 +530,14 @@ class JournalFollower:
             last = self._records.flush()
             if last:
                 count += 1 + len(last[0].continuation)
-                await self._emit([dataclasses.replace(last[0], read_back=count)])
+                await self._emit([msgspec.structs.replace(last[0], read_back=count)])
             self._read_back_due = False
         finally:
             self.replaying = self.reading_back = False
 
     async def _follow(self) -> None:
         """One journalctl stream, until it ends or fails; flushes a quiet pending record."""
-        stream: AsyncIterator[list[str]] = self.session.stream(
+        stream: AsyncIterator[list[bytes]] = self.session.stream_bytes(
             remote.journal_follow(self.unit, self.cursor)
         )
         self._resuming = True

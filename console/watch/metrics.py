@@ -25,7 +25,13 @@ from dataclasses import dataclass
 from itertools import chain, islice
 from types import MappingProxyType
 
-from console.watch.sglang import DecodeBatch, DecodeNumbers, ParsedLine, PrefillBatch
+from console.watch.sglang import (
+    DecodeBatch,
+    DecodeColumns,
+    DecodeNumbers,
+    ParsedLine,
+    PrefillBatch,
+)
 
 _isfinite = math.isfinite
 
@@ -208,9 +214,10 @@ class Series:
         self._inv_cache = None
         return True
 
-    def extend(self, ts: Sequence[float], values: Sequence[float]) -> bool:
+    def extend(self, ts: Sequence[float], values: Sequence[float], *, finite: bool = False) -> bool:
         """Record many samples in order, as `append` one by one would; False (nothing
         recorded) when any time or value is not finite: append those one by one instead.
+        `finite`: the caller has checked that every time and value is finite.
 
         A journal slice's decode lines go in at once: one ring write and one update of the
         running totals, not five `append` calls a line."""
@@ -219,7 +226,7 @@ class Series:
             raise ValueError(f"{len(ts)} times for {n} values")
         if not n:
             return True
-        if not (all(map(_isfinite, values)) and all(map(_isfinite, ts))):
+        if not finite and not (all(map(_isfinite, values)) and all(map(_isfinite, ts))):
             return False
         maxlen, times, kept = self._maxlen, self._ts, self._values
         done = 0
@@ -439,13 +446,33 @@ class HostMetrics:
                 return self._observe_each(stamps, decoded)
             writes.append((self._series[name], times, numbers))
         for series, times, numbers in writes:
-            series.extend(times, numbers)
+            series.extend(times, numbers, finite=True)  # every time and number checked above
         backends, graphs = columns[5], columns[6]
         for i in range(len(graphs) - 1, -1, -1):  # the newest line that printed its graph
             if graphs[i] is not None:
                 self.graph, self.graph_backend, self.graph_ts = graphs[i], backends[i], stamps[i]
                 break
         return decoded
+
+    def observe_decode_columns(self, stamps: Sequence[float], columns: DecodeColumns) -> bool:
+        """`observe_decodes` of lines whose numbers are all present and finite
+        (`console.watch.batches.decode_columns`), without making a tuple a line; False
+        (nothing recorded) when a time is not finite: use `observe_decodes` then."""
+        if not all(map(_isfinite, stamps)):
+            return False
+        series = self._series
+        for name, numbers in (
+            ("gen_throughput", columns.gen_throughput),
+            ("running_req", columns.running_req),
+            ("queue_req", columns.queue_req),
+            ("accept_len", columns.accept_len),
+            ("accept_rate", columns.accept_rate),
+        ):
+            series[name].extend(stamps, numbers, finite=True)
+        if columns.graph:  # every line printed its graph: the newest one's
+            self.graph, self.graph_backend = columns.graph[-1], columns.graph_backend
+            self.graph_ts = stamps[-1]
+        return True
 
     def _observe_each(
         self, stamps: Sequence[float], decoded: Sequence[DecodeNumbers]

@@ -18,9 +18,9 @@ import statistics
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from console.events import (
     CrashDetected,
@@ -39,6 +39,7 @@ from console.watch.sglang import (
     DecodeNumbers,
     PrefillBatch,
     ServerReady,
+    decode_columns,
     decode_numbers,
     parse_line,
 )
@@ -139,7 +140,8 @@ class HostMonitor:
         # A slice's decode lines go to the series together (`_record_decodes`), before anything
         # else that touches the series or `values` (a restart, another parsed line, a match).
         stamps: list[float] = []
-        decoded: list[DecodeNumbers] = []
+        decoded: list[str] = []
+        """The texts of the decode lines not yet recorded (read together when they are)."""
         for record in records:
             newest = record
             invocation = record.invocation
@@ -164,10 +166,8 @@ class HostMonitor:
             text = record.text
             if "Decode batch" in text and "\x1b" not in text:
                 # What parse_line does for these, without building the DecodeBatch.
-                numbers = decode_numbers(text)
-                if numbers is not None:
-                    stamps.append(record.timestamp)
-                    decoded.append(numbers)
+                stamps.append(record.timestamp)
+                decoded.append(text)
             else:
                 if stamps:
                     self._record_decodes(stamps, decoded, values)
@@ -203,9 +203,33 @@ class HostMonitor:
         return events
 
     def _record_decodes(
-        self, stamps: list[float], decoded: list[DecodeNumbers], values: dict[str, float]
+        self, stamps: list[float], texts: list[str], values: dict[str, float]
     ) -> None:
-        """Decode lines' numbers into the series, and the newest of each into `values`."""
+        """Decode lines' numbers into the series, and the newest of each into `values`
+        (a line with no field at all is no sample)."""
+        columns = decode_columns(texts)
+        if columns is not None and self.metrics.observe_decode_columns(stamps, columns):
+            self._decodes.extend(stamps)
+            last = (
+                columns.gen_throughput[-1],
+                columns.running_req[-1],
+                columns.queue_req[-1],
+                columns.accept_len[-1],
+                columns.accept_rate[-1],
+                None,
+                None,
+            )
+            _decode_values(values, last)  # the newest line has all five
+            return
+        read = [decode_numbers(text) for text in texts]
+        decoded: Sequence[DecodeNumbers]
+        if None in read:
+            kept = [(t, n) for t, n in zip(stamps, read, strict=True) if n is not None]
+            stamps, decoded = [t for t, _ in kept], [n for _, n in kept]
+            if not decoded:
+                return
+        else:
+            decoded = cast(Sequence[DecodeNumbers], read)
         self._decodes.extend(stamps)
         recorded = self.metrics.observe_decodes(stamps, decoded)
         if len(recorded) == 1:

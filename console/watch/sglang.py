@@ -25,9 +25,12 @@ from typing import TypeAlias
 
 from console.watch.batches import (
     DecodeBatch,
+    DecodeColumns,
     DecodeNumbers,
     PrefillBatch,
+    decode_columns,
     decode_numbers,
+    decode_numbers_of,
     parse_decode,
     parse_prefill,
 )
@@ -58,6 +61,7 @@ __all__ = [
     "ArgValue",
     "CustomMetrics",
     "DecodeBatch",
+    "DecodeColumns",
     "DecodeNumbers",
     "DraftRunnerInit",
     "GraphCapture",
@@ -69,7 +73,9 @@ __all__ = [
     "ServerReady",
     "WeightLoad",
     "crash_signature",
+    "decode_columns",
     "decode_numbers",
+    "decode_numbers_of",
     "deprecation_warning",
     "has_header",
     "parse_header",

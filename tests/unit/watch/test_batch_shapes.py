@@ -130,3 +130,55 @@ def test_a_bad_uncharted_number_in_a_known_shape_keeps_the_charted_ones(token: s
         == _numbers(parse_decode(odd))
         == (99.0, 48, 3, 4.12, 0.41, "cuda", True)
     )
+
+
+DECODE_LINES = [line for line in LINES if "Decode batch" in line]
+
+
+def _slice(line: str, count: int = 12) -> list[str]:
+    """`count` lines of the layout of `line`, with other numbers in each."""
+    return [line.replace(": 1", f": {i + 1}").replace("0.", f"{i % 9}.") for i in range(count)]
+
+
+@pytest.mark.parametrize("line", DECODE_LINES)
+def test_a_slice_of_decode_lines_reads_as_each_line_alone(line: str) -> None:
+    """`decode_numbers_of` (one search over a slice's lines joined) reads what
+    `decode_numbers` reads of each line, for every release's layout."""
+    lines = _slice(line)
+    _fresh_shapes()
+    expected = [decode_numbers(one) for one in lines]
+    for _ in range(2):  # before and after the layout's shape is known
+        _fresh_shapes()
+        decode_numbers(line)
+        assert list(batches.decode_numbers_of(lines)) == expected
+
+
+SLICE_ODDITIES = [
+    *(f"[2026-01-02 03:04:00 TP0] Decode batch, #running-req: 48, {edge}" for edge in EDGES),
+    "[2026-01-02 03:04:00 TP0] Decode batch, #running-req: 48, note: Decode batch, x: 1",
+    "prefix Decode batch. #running-req: 1, accept len: 2.00, and Decode batch, #queue-req: 3",
+    "[2026-01-02 03:04:00 TP0] Decode batch [7], #running-req: 48, #token: 6",
+    "[2026-01-02 03:04:00 TP0] Decode batch []. #running-req: 48, #token: 6",
+    "[2026-01-02 03:04:00 TP0] Decode batch, #running-req: 48\nTraceback: 1, x: 2",
+    "Decode batch, #running-req: inf, #queue-req: 1, accept len: 4.00, accept rate: 0.4, "
+    "cuda graph: False, gen throughput (token/s): 10.00",
+]
+
+
+@pytest.mark.parametrize("odd", SLICE_ODDITIES)
+def test_an_odd_line_among_a_slice_reads_as_it_would_alone(odd: str) -> None:
+    """A line that does not fit the slice's shape (another layout, a bad or infinite
+    number, the name twice, a continuation line) leaves every line read as it is alone."""
+    shaped = (
+        "[2026-01-02 03:04:00 TP0] Decode batch, #running-req: 48, #token: 60123, "
+        "token usage: 0.50, accept len: 4.12, accept rate: 0.41, cuda graph: True, "
+        "gen throughput (token/s): 99.00, #queue-req: 3"
+    )
+    for at in (0, 5, 11):
+        lines = _slice(shaped)
+        lines[at] = odd
+        _fresh_shapes()
+        expected = [decode_numbers(one) for one in lines]
+        _fresh_shapes()
+        decode_numbers(shaped)
+        assert list(batches.decode_numbers_of(lines)) == expected, at

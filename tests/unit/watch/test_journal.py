@@ -11,6 +11,7 @@ import json
 import pytest
 
 from console.events import JournalEntry
+from console.watch import journal
 from console.watch.journal import (
     MAX_CONTINUATION,
     SUPPRESSED_MESSAGE_ID,
@@ -126,6 +127,48 @@ def test_suppressed_notice_is_a_gap() -> None:
 def test_crash_signature_is_decoded_per_line() -> None:
     crash = decode_entry("h", json_line("RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED"))
     assert crash is not None and crash.crash == "cublas"
+
+
+TEXT_LINE_CASES = {
+    "flood": json_line(DECODE),
+    "escaped-ansi": json_line(f"\x1b[32m{DECODE}\x1b[0m"),
+    "del-and-c1": json_line("del \x7f c1 \x9b2J"),
+    "tabs-and-quotes": json_line('tab\t"quoted" \\ back'),
+    "unicode": json_line("é ✓ 🚀"),
+    "empty-invocation": json_line(DECODE, _SYSTEMD_INVOCATION_ID=""),
+    "no-pid": json.dumps({k: v for k, v in json.loads(json_line(DECODE)).items() if k != "_PID"}),
+    "bad-priority": json_line(DECODE, PRIORITY="x"),
+    "bad-realtime": json_line(DECODE, __REALTIME_TIMESTAMP="soon"),
+    "number-types": json_line(DECODE, PRIORITY=6, __SEQNUM=5),
+    "no-seqnum-id": json_line(DECODE, __SEQNUM_ID=None),
+    "byte-invocation": json_line(DECODE, _SYSTEMD_INVOCATION_ID=list(b"abc")),
+    "null-message": json_line(None),
+    "byte-message": json_line(list(b"\x1b[1mbold")),
+    "no-message": json.dumps({"__CURSOR": "c", "__REALTIME_TIMESTAMP": "1", "PRIORITY": "6"}),
+    "suppressed": json_line("Suppressed 9", MESSAGE_ID=SUPPRESSED_MESSAGE_ID, N_DROPPED="9"),
+    "crash": json_line("RuntimeError: CUDA error: an illegal memory access was encountered"),
+    "not-an-object": "[1, 2]",
+    "not-json": '{"__CURSOR": "x", "MESSAGE": "ok"',
+}
+
+
+@pytest.mark.parametrize("line", TEXT_LINE_CASES.values(), ids=TEXT_LINE_CASES.keys())
+def test_the_text_line_path_decodes_as_the_general_one(line: str) -> None:
+    """`decode_entry` reads a text line with types checked by msgspec, and anything else
+    through the general path: both give the same entry for every kind of line."""
+    assert decode_entry("h", line) == journal._decode_any("h", line)
+
+
+@pytest.mark.parametrize("line", TEXT_LINE_CASES.values(), ids=TEXT_LINE_CASES.keys())
+def test_a_line_decodes_the_same_from_the_bytes_journalctl_wrote(line: str) -> None:
+    """The follower reads the stream as bytes; every kind of line gives the entry its text
+    gives, notes and blank lines are skipped, and bytes that are not UTF-8 are replaced as
+    the stream's decoding replaced them."""
+    assert decode_entry("h", line.encode()) == decode_entry("h", line)
+    assert decode_entry("h", b"-- Boot 1234 --") is None and decode_entry("h", b"") is None
+    broken = json_line("bad \ufffd byte").encode().replace(b"\\ufffd", b"\xff")
+    decoded = decode_entry("h", broken)
+    assert decoded is not None and decoded.message == "bad \ufffd byte"
 
 
 # --- records ----------------------------------------------------------------------------

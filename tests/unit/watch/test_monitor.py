@@ -226,3 +226,32 @@ def test_a_slice_of_decode_lines_with_a_custom_line_among_them_keeps_journal_ord
     assert monitor.metrics.last("ddtree_recent_al") == 4.4
     fresh = monitor.freshness()
     assert fresh is not None and fresh.rhythm_s == 1.0
+
+
+def _state(monitor: HostMonitor) -> tuple[object, ...]:
+    names = ("accept_len", "accept_rate", "gen_throughput", "running_req", "queue_req")
+    fresh = monitor.freshness()
+    return (
+        {name: monitor.recent(name) for name in names},
+        {name: monitor.metrics.invocation_stats(name) for name in names},
+        (monitor.metrics.graph, monitor.metrics.graph_backend, monitor.metrics.graph_ts),
+        None if fresh is None else fresh.rhythm_s,
+    )
+
+
+def test_a_flood_slice_records_what_its_lines_one_at_a_time_record() -> None:
+    """A slice of same-layout decode lines is read together (one search, columns of numbers);
+    the series, the run's statistics, the graph state and the table's values are those of
+    the lines observed one at a time, also with an unreadable line among them."""
+    lines = [decode(4.0 + (i % 7) / 10, 800 + i, graph=i % 2 == 0) for i in range(40)]
+    odd = [*lines[:20], lines[20].replace("accept len: 4.60", "accept len: inf"), *lines[21:]]
+    for messages in (lines, odd):
+        records = [record(message, T0 + i / 2) for i, message in enumerate(messages)]
+        together, alone = HostMonitor(profile()), HostMonitor(profile())
+        (update,) = together.observe(records)
+        updates = [alone.observe([one]) for one in records]
+        (last,) = updates[-1]
+        assert isinstance(update, MetricsUpdated) and isinstance(last, MetricsUpdated)
+        assert update.values == last.values
+        assert _state(together) == _state(alone)
+        assert len(together.recent("gen_throughput")) == len(messages)
