@@ -129,6 +129,18 @@ def sim_fleet(
                 proc.kill()
 
 
+def unwind_on_signals() -> None:
+    """SIGTERM and SIGHUP raise SystemExit, as Ctrl-C raises KeyboardInterrupt: `finally`
+    blocks and context managers run, so what a benchmark started (servers, hosts,
+    temporary directories) is torn down however it ends."""
+
+    def _exit(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _exit)
+
+
 def patterns_regex(profile: Profile) -> str:
     return "|".join(profile.journal.patterns)
 

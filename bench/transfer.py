@@ -50,7 +50,7 @@ from typing import Any
 
 import asyncssh
 
-from bench.harness import console, openssh_options, report
+from bench.harness import console, openssh_options, report, unwind_on_signals
 from console.evidence.digests import HostDigests
 from console.evidence.transfer import FileJob, fetch, run_bounded
 from console.profiles import Profile, parse_profile
@@ -402,13 +402,8 @@ def loadavg() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
-def _exit(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)  # unwinds: sshd killed, temporary directory removed
-
-
 def main() -> None:
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _exit)
+    unwind_on_signals()  # sshd killed, temporary directory removed, however the bench ends
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=int, default=1024, help="artifact set size in MiB")
     parser.add_argument("--large", type=int, default=4, help="large binary files")
