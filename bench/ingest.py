@@ -35,7 +35,7 @@ import resource
 import subprocess
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from bench.harness import SimServer, patterns_regex, report, sim_fleet
 from console.app import SpecopsApp
@@ -59,6 +59,8 @@ class Tally:
         self.last = start + count - 1
         self.hosts = hosts
         self.complete = 0
+        self.first = 0.0
+        """When the first numbered line arrived (monotonic)."""
         self.finish = 0.0
         self.done = threading.Event()
         self.cost = 0.0
@@ -85,6 +87,7 @@ class Tally:
         seen = self.seen.get(host)
         if seen is None:
             seen = self.seen[host] = set()
+            self.first = self.first or time.monotonic()
         if seq in seen:
             return
         seen.add(seq)
@@ -96,6 +99,31 @@ class Tally:
 
     def timeout(self, rate: float, count: int) -> float:
         return max(60.0, count / max(rate, 1) * 3)
+
+
+def count_batches(tally: Tally, profile: Profile) -> Callable[[object], None]:
+    """A fleet listener counting the lines `specops tail` shows (the profile's patterns, as
+    grep has them) of every journal batch."""
+    accepts = LineFilter(profile.journal.patterns).accepts
+
+    def listen(event: object) -> None:
+        if isinstance(event, JournalBatch):
+            tally.count([entry.message for entry in event.entries if accepts(entry)], event.host)
+
+    return listen
+
+
+def count_view(app: SpecopsApp, tally: Tally) -> None:
+    """Count the app's lines as its journal view takes them from the inbox."""
+    view = app.query_one(JournalView)
+    take = view.add
+
+    def add(host: str, records: Iterable[JournalEntry]) -> None:
+        records = tuple(records)
+        tally.count([record.message for record in records], host)
+        take(host, records)
+
+    view.add = add  # type: ignore[method-assign]
 
 
 def row(
@@ -183,17 +211,9 @@ def run_raw(
 async def run_engine(
     sim: SimServer, profiles: list[Profile], rate: float, count: int, start: int
 ) -> dict[str, object]:
-    # The filter `specops tail` applies (the profile's patterns, as grep has them).
-    accepts = LineFilter(profiles[0].journal.patterns).accepts
     fleet = Fleet(profiles, follow=True, history=0, poll_s=3600)
     tally = Tally(start, count, len(profiles))
-
-    def listen(event: object) -> None:
-        if not isinstance(event, JournalBatch):
-            return
-        tally.count([entry.message for entry in event.entries if accepts(entry)], event.host)
-
-    fleet.listen(listen)
+    fleet.listen(count_batches(tally, profiles[0]))
     fleet.start()
     for profile in profiles:
         await fleet.sessions[profile.name].wait_connected(10)
@@ -214,15 +234,7 @@ async def run_app(
     app = SpecopsApp(Fleet(profiles, history=0, poll_s=3600))
     tally = Tally(start, count, len(profiles))
     async with app.run_test(size=(160, 48)):
-        view = app.query_one(JournalView)
-        take = view.add
-
-        def add(host: str, records: Iterable[JournalEntry]) -> None:
-            records = tuple(records)
-            tally.count([record.message for record in records], host)
-            take(host, records)
-
-        view.add = add  # type: ignore[method-assign]
+        count_view(app, tally)
         for profile in profiles:
             await app.engine.run(app.fleet.sessions[profile.name].wait_connected(10))
         await asyncio.sleep(1.0)
