@@ -24,6 +24,7 @@ journald), and the bench counts the notices anyway (`suppressed`).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -175,6 +176,20 @@ class Flood:
         """journald's `Suppressed N messages` notices so far (any unit)."""
         out = self.host.run("journalctl", f"MESSAGE_ID={SUPPRESSED_MESSAGE_ID}", "-q", "-o", "cat")
         return len(out.stdout.splitlines())
+
+
+def journalctl_cpu(host: Host) -> dict[int, float]:
+    """CPU seconds of each journalctl running on the host, by PID (/proc/PID/stat)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for proc in host.processes():
+        if proc.comm == "journalctl":
+            try:
+                fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # gone meanwhile
+            found[proc.pid] = (int(fields[11]) + int(fields[12])) / tick
+    return found
 
 
 def cgroup_cpu(host: Host, unit: str) -> float:

@@ -25,7 +25,8 @@ launching the client to the last line (connecting included); `cpu_us_line`, the 
 CPU a line (raw: ssh and grep; specops: its process from the connection up, without the
 bench's own count, see `bench.ingest`); `host_busy`, the host's sshd and journalctl (its
 `ssh.service` cgroup) over the run's wall time (1.0: a core) and `host_us_line` the same a
-line; `journald_busy` journald's own; `suppressed`, journald's rate-limit notices.
+line; `journalctl_busy` the client's journalctl alone, `journald_busy` journald;
+`suppressed`, journald's rate-limit notices.
 
     python3 -m bench.journald [--lines 200000] [--runs 2] [--clients raw,engine,app]
                               [--phases backlog,live] [--name journald]
@@ -47,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.flood import UNIT, Flood, cgroup_cpu
+from bench.flood import UNIT, Flood, cgroup_cpu, journalctl_cpu
 from bench.harness import console, openssh_options, patterns_regex, report, unwind_on_signals
 from bench.ingest import Tally, _ratio, children_cpu, count_batches, count_view
 from console.app import SpecopsApp
@@ -79,6 +80,8 @@ class Trial:
     """The lines are written while the client follows (else they are in the journal)."""
     host_cpu: float = 0.0
     journald_cpu: float = 0.0
+    journalctl_cpu: float = 0.0
+    journalctls: dict[int, float] = field(default_factory=dict)
     started: float = 0.0
     ended: float = 0.0
     load1: float = 0.0
@@ -87,6 +90,7 @@ class Trial:
         """The run's clock and the host's CPU start now."""
         self.host_cpu = -cgroup_cpu(self.host, "ssh.service")
         self.journald_cpu = -cgroup_cpu(self.host, "systemd-journald.service")
+        self.journalctls = journalctl_cpu(self.host)
         self.started = time.monotonic()
 
     def end(self, tally: Tally) -> None:
@@ -94,6 +98,9 @@ class Trial:
         self.ended = tally.finish or time.monotonic()
         self.host_cpu += cgroup_cpu(self.host, "ssh.service")
         self.journald_cpu += cgroup_cpu(self.host, "systemd-journald.service")
+        # The client's journalctl runs until the client stops, after this: none is missed.
+        now = journalctl_cpu(self.host)
+        self.journalctl_cpu = sum(cpu - self.journalctls.get(pid, 0.0) for pid, cpu in now.items())
         self.load1 = os.getloadavg()[0]
 
     def load(self) -> None:
@@ -121,6 +128,7 @@ class Trial:
             "tally_us_line": tally.cost / max(got, 1) * 1e6,
             "host_busy": self.host_cpu / wall,
             "host_us_line": self.host_cpu / max(got, 1) * 1e6,
+            "journalctl_busy": self.journalctl_cpu / wall,
             "journald_busy": self.journald_cpu / wall,
             "load1": self.load1,
         }
@@ -297,7 +305,8 @@ def _summary(result: dict[str, object]) -> str:
     return (
         f"{result['phase']:8} {result['client']:15} {result['lines_per_s']:>10,.0f} lines/s"
         f"  lost {result['lost']}  cpu {result['cpu_us_line']:.2f} µs/line"
-        f"  host {result['host_busy']:.2f}  load {result['load1']:.2f}"
+        f"  host {result['host_busy']:.2f} (journalctl {result['journalctl_busy']:.2f})"
+        f"  load {result['load1']:.2f}"
     )
 
 
@@ -370,6 +379,7 @@ COLUMNS = [
     "tally_us_line",
     "host_busy",
     "host_us_line",
+    "journalctl_busy",
     "journald_busy",
     "journald_lines",
     "journald_per_s",
