@@ -50,7 +50,8 @@ async def test_health_is_polled_for_watched_hosts_only(
         await until(lambda: fleet.health.get("b300") == "ok")
         await asyncio.sleep(1.0)
         assert "pro6000" not in fleet.health
-        fleet.watched = None
+        fleet.watched = {"b300", "pro6000"}.__contains__  # scrolled back on screen
+        fleet.on_screen(["b300", "pro6000"])
         await until(lambda: fleet.health.get("pro6000") == "ok")
         checked = [e for e in events if isinstance(e, HealthChecked)]
         for name in ("b300", "pro6000"):
