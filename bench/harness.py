@@ -41,11 +41,13 @@ class SimServer:
     """None in a benchmark's child process: the parent serves the fleet."""
     profiles: list[Profile]
 
-    def ssh_argv(self, profile: Profile, remote_command: Sequence[str]) -> list[str]:
+    def ssh_argv(
+        self, profile: Profile, remote_command: Sequence[str], options: Sequence[str] = ()
+    ) -> list[str]:
         """The OpenSSH client command an operator would type (strict host keys)."""
         return [
             "ssh",
-            *openssh_options(self.directory, "-p", str(profile.ssh.port)),
+            *openssh_options(self.directory, "-p", str(profile.ssh.port), *options),
             "root@127.0.0.1",
             shlex.join(remote_command),
         ]

@@ -3,7 +3,7 @@ raw OpenSSH client over the same hosts in the same run.
 
     python3 -m bench.hundreds [--hosts 200] [--budget 32] [--groups 10] [--idle 20]
                               [--stream 20] [--rate 50] [--keys 15] [--no-raw]
-                              [--on-demand] [--pages 5]
+                              [--on-demand] [--pages 5] [--keepalive 15]
 
 Measured in this process (the app and its engine thread; the simulated hosts run in their own
 process, `specops demo --serve`), with the hosts spread over `--groups` inventory groups:
@@ -24,6 +24,8 @@ and its unit (`--pages` times), and the same keys.
 The raw row: `ssh HOST journalctl -u UNIT -n 0` for every host, `--budget` at once (the
 connecting), then one `ssh HOST journalctl -u UNIT -f -o cat` per host, their CPU and RSS
 summed over the same quiet window: what following every host with OpenSSH alone costs.
+Both clients send SSH keepalives every `--keepalive` s (default: a profile's, 15 s; the
+demo's own profiles say 5 s, so that a host taken off the network is noticed quickly).
 Numbers only.
 """
 
@@ -45,7 +47,7 @@ from typing import Any
 from bench.harness import SimServer, percentile, report, rss_mb, sim_fleet
 from console.app import SpecopsApp
 from console.fleet import Fleet
-from console.profiles import Profile, load_fleet
+from console.profiles import Profile, SSHConfig, load_fleet
 from console.settings import CONNECT_BUDGET
 from widgets.host_table import HostTable
 from widgets.journal_view import JournalView, PromptInput
@@ -60,6 +62,15 @@ def grouped(profiles: list[Profile], groups: int) -> list[Profile]:
     return [
         p.model_copy(update={"groups": ("gpu", f"rack-{i % groups + 1:02d}")})
         for i, p in enumerate(profiles)
+    ]
+
+
+def with_keepalive(profiles: list[Profile], seconds: float) -> list[Profile]:
+    """The hosts with SSH keepalives every `seconds` (the demo's profiles say 5 s, so that
+    a host taken off the network is noticed quickly; a profile's default is 15 s)."""
+    return [
+        p.model_copy(update={"ssh": p.ssh.model_copy(update={"keepalive_interval_s": seconds})})
+        for p in profiles
     ]
 
 
@@ -143,6 +154,7 @@ async def measure(
     app = SpecopsApp(fleet)
     client = "specops app, on demand" if on_demand else "specops app"
     row: dict[str, Any] = {"client": client, "hosts": hosts, "budget": args.budget}
+    row["keepalive_s"] = args.keepalive
     async with app.run_test(size=(160, 48)) as pilot:
         table = app.query_one(HostTable)
         while len(table.rows_by_name) < hosts:
@@ -239,6 +251,9 @@ def raw(sim: SimServer, args: argparse.Namespace) -> dict[str, Any]:
     """OpenSSH alone: connect to every host (`--budget` at once), then follow every journal."""
     profiles = sim.profiles
     row: dict[str, Any] = {"client": "raw OpenSSH", "hosts": len(profiles), "budget": args.budget}
+    row["keepalive_s"] = args.keepalive
+    # The same keepalives as specops's: an idle SSH session costs little else.
+    alive = ["-o", f"ServerAliveInterval={args.keepalive:g}", "-o", "ServerAliveCountMax=3"]
     t0 = time.monotonic()
 
     def once(profile: Profile) -> int:  # the cheapest command the simulated host answers
@@ -251,7 +266,9 @@ def raw(sim: SimServer, args: argparse.Namespace) -> dict[str, Any]:
     row["connected"] = codes.count(0)
     followers = [
         subprocess.Popen(
-            sim.ssh_argv(p, ["journalctl", "-u", p.service.unit, "-f", "-o", "cat", "-n", "0"]),
+            sim.ssh_argv(
+                p, ["journalctl", "-u", p.service.unit, "-f", "-o", "cat", "-n", "0"], alive
+            ),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -278,6 +295,7 @@ COLUMNS = [
     "client",
     "hosts",
     "budget",
+    "keepalive_s",
     "first_paint_s",
     "all_connected_s",
     "all_status_s",
@@ -335,13 +353,19 @@ def main() -> None:
         "--on-demand", action="store_true", help="also measure follow = on-demand, same run"
     )
     parser.add_argument("--pages", type=int, default=5, help="page-downs timed (on demand)")
+    parser.add_argument(
+        "--keepalive",
+        type=float,
+        default=SSHConfig.model_fields["keepalive_interval_s"].default,
+        help="SSH keepalive interval, s, for both clients (default: a profile's default)",
+    )
     parser.add_argument("--app", choices=("all", "on-demand"), help=argparse.SUPPRESS)
     parser.add_argument("--sim", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.stream = min(args.stream, args.hosts)
     if args.app is not None:  # one app, in this process, over the fleet the parent serves
         served = SimServer(Path(args.sim), None, load_fleet(Path(args.sim) / "profiles"))
-        profiles = grouped(served.profiles, args.groups)
+        profiles = with_keepalive(grouped(served.profiles, args.groups), args.keepalive)
         row = asyncio.run(measure(served, args, profiles, on_demand=args.app == "on-demand"))
         print("ROW " + json.dumps(row), flush=True)
         return
@@ -350,7 +374,8 @@ def main() -> None:
             # Each app in a process of its own: its RSS is its own, not the first one's too.
             rows = [_child(sim, mode) for mode in ("all", "on-demand")]
         else:
-            rows = [asyncio.run(measure(sim, args, grouped(sim.profiles, args.groups)))]
+            profiles = with_keepalive(grouped(sim.profiles, args.groups), args.keepalive)
+            rows = [asyncio.run(measure(sim, args, profiles))]
         if not args.no_raw:
             rows.append(raw(sim, args))
     for row in rows:
