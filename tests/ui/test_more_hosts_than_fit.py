@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from textual.pilot import Pilot
 
 from console.app import SpecopsApp
 from console.fleet import Fleet
@@ -39,15 +41,21 @@ def chart_names(chart: AcceptChart) -> list[str]:
     return [words[0] for words in lines if words]
 
 
+async def charted(app: SpecopsApp, pilot: Pilot[Any]) -> tuple[HostTable, AcceptChart, JournalView]:
+    """The table, chart and journal once every host has an accept length and the chart has
+    followed the table (it does at least once a second)."""
+    table, chart = app.query_one(HostTable), app.query_one(AcceptChart)
+    await until(pilot, lambda: all(r.accept_len for r in table.rows_by_name.values()))
+    await pilot.pause(1.2)
+    return table, chart, app.query_one(JournalView)
+
+
 async def test_the_chart_draws_the_hosts_on_screen_in_the_tables_order(
     sim: SimFleet,
 ) -> None:
     app = SpecopsApp(Fleet(load_fleet(sim.profiles_dir), history=0))
     async with app.run_test(size=(160, 48)) as pilot:
-        table, chart = app.query_one(HostTable), app.query_one(AcceptChart)
-        journal = app.query_one(JournalView)
-        await until(pilot, lambda: all(r.accept_len for r in table.rows_by_name.values()))
-        await pilot.pause(1.2)  # the chart follows the table at least once a second
+        table, chart, journal = await charted(app, pilot)
         on_screen = table.rows_on_screen()
         assert len(on_screen) < HOSTS  # more hosts than the table shows
         assert chart_names(chart) == on_screen
@@ -105,10 +113,7 @@ async def test_at_80x24_the_journal_keeps_its_room_and_the_chart_follows_the_cur
 ) -> None:
     app = SpecopsApp(Fleet(load_fleet(sim.profiles_dir), history=0))
     async with app.run_test(size=(80, 24)) as pilot:
-        table, chart = app.query_one(HostTable), app.query_one(AcceptChart)
-        journal = app.query_one(JournalView)
-        await until(pilot, lambda: all(r.accept_len for r in table.rows_by_name.values()))
-        await pilot.pause(1.2)
+        table, chart, journal = await charted(app, pilot)
         assert len(chart_names(chart)) == 3 and chart.region.height == 5
         assert journal.region.height >= 8  # ten chart lines left it none
         for _ in range(5):  # past the chart's three lines: it follows the selected host

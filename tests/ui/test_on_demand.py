@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from textual.pilot import Pilot
 
 from console.app import SpecopsApp
 from console.evidence.snapshot import HostOutcome
@@ -34,6 +36,14 @@ def connected_to(sim: SimFleet) -> set[str]:
     return {name for name, host in sim.hosts.items() if host.connections}
 
 
+async def first_page_open(pilot: Pilot[Any], table: HostTable, sim: SimFleet) -> list[str]:
+    """The rows on screen once the app has drawn them, after exactly their hosts connected."""
+    await until(pilot, lambda: len(table.rows_on_screen()) > 5)
+    page = table.rows_on_screen()
+    await until(pilot, lambda: connected_to(sim) == set(page))
+    return page
+
+
 def words(table: HostTable) -> dict[str, str]:
     """Each drawn host row's connection word, by host (as an operator reads the table)."""
     shown: dict[str, str] = {}
@@ -53,9 +63,7 @@ async def test_rows_on_screen_connect_and_a_page_down_opens_the_next_page(sim: S
     app = app_for(sim)
     async with app.run_test(size=(80, 24)) as pilot:
         table = app.query_one(HostTable)
-        await until(pilot, lambda: table.rows_on_screen() and len(table.rows_on_screen()) > 5)
-        page = table.rows_on_screen()
-        await until(pilot, lambda: connected_to(sim) == set(page))
+        page = await first_page_open(pilot, table, sim)
         await until(pilot, lambda: set(words(table).values()) == {"connected"})
         assert set(words(table)) == set(page)  # (at 80 columns `#` is dropped: host first)
         off = [n for n in table.order if n not in page]
@@ -81,9 +89,7 @@ async def test_listing_the_idle_hosts_does_not_open_them(sim: SimFleet) -> None:
     app = app_for(sim)
     async with app.run_test(size=(80, 24)) as pilot:
         table = app.query_one(HostTable)
-        await until(pilot, lambda: len(table.rows_on_screen()) > 5)
-        page = table.rows_on_screen()
-        await until(pilot, lambda: connected_to(sim) == set(page))
+        page = await first_page_open(pilot, table, sim)
         await pilot.press("F", *"state=idle", "enter")
         await until(pilot, lambda: table.host_filter.text == "state=idle")
         listed = table.rows_on_screen()
@@ -99,9 +105,7 @@ async def test_an_action_on_idle_hosts_opens_them(sim: SimFleet) -> None:
     app = app_for(sim)
     async with app.run_test(size=(80, 24)) as pilot:
         table = app.query_one(HostTable)
-        await until(pilot, lambda: len(table.rows_on_screen()) > 5)
-        page = table.rows_on_screen()
-        await until(pilot, lambda: connected_to(sim) == set(page))
+        page = await first_page_open(pilot, table, sim)
         last = table.order[-1]
         assert table.rows_by_name[last].idle
 
