@@ -90,6 +90,8 @@ class HostTable(ScrollView, can_focus=True):
         Binding("down", "cursor_down", "next host", show=False, id="hosts-down"),
         Binding("home", "cursor_first", "first host", show=False, id="hosts-first"),
         Binding("end", "cursor_last", "last host", show=False, id="hosts-last"),
+        Binding("pagedown", "page(1)", "next page of hosts", show=False, id="hosts-page-down"),
+        Binding("pageup", "page(-1)", "previous page of hosts", show=False, id="hosts-page-up"),
     ]
     COMPONENT_CLASSES = {
         "host-table--header",
@@ -555,6 +557,22 @@ class HostTable(ScrollView, can_focus=True):
 
     def action_cursor_down(self) -> None:
         self.move_cursor(row=self.cursor_row + 1)
+
+    def action_page(self, direction: int) -> None:
+        """A page of rows down (1) or up (-1): the view scrolls by a page and the cursor moves
+        with it, keeping its place on screen (at the ends, to the first or last host)."""
+        if not self.names:
+            return
+        visible = max(1, self.size.height - 1)
+        top = self.scroll_offset.y
+        self.scroll_to(y=max(0, min(top + direction * visible, self.max_scroll_y)), animate=False)
+        line = self._line_of[self.names[self.cursor_row]] + direction * visible
+        rows = range(len(self.names))
+        if direction > 0:  # the first host at or below that line (group lines have none)
+            row = next((i for i in rows if self._line_of[self.names[i]] >= line), rows[-1])
+        else:
+            row = next((i for i in reversed(rows) if self._line_of[self.names[i]] <= line), 0)
+        self.move_cursor(row=row)
 
     def action_cursor_first(self) -> None:
         self.move_cursor(row=0)

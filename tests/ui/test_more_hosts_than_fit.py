@@ -126,3 +126,32 @@ async def test_at_80x24_the_journal_keeps_its_room_and_the_chart_follows_the_cur
 
         await pilot.resize_terminal(160, 48)  # roomy again: as many as the table shows
         await until(pilot, lambda: chart_names(chart) == table.rows_on_screen())
+
+
+async def test_page_keys_move_through_the_fleet_a_page_at_a_time(sim: SimFleet) -> None:
+    app = SpecopsApp(Fleet(load_fleet(sim.profiles_dir), history=0))
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = app.query_one(HostTable)
+        await until(pilot, lambda: len(table.rows_on_screen()) > 3)
+        await pilot.press("shift+tab")  # from the journal to the fleet table
+        assert app.focused is table
+        for grouped in (False, True):  # grouped: a group's line takes a row of the page
+            if grouped:
+                await pilot.press("g")
+            seen = list(table.rows_on_screen())
+            while table.cursor_host != table.names[-1]:
+                before = table.rows_on_screen()
+                await pilot.press("pagedown")
+                shown = table.rows_on_screen()
+                assert table.cursor_host in shown
+                assert shown != before or table.cursor_host == table.names[-1]  # the end
+                seen += [name for name in shown if name not in seen]
+                assert len(seen) <= HOSTS
+            assert seen == table.names  # every host shown once on the way, none skipped
+            pages = 0
+            while table.cursor_host != table.names[0]:
+                await pilot.press("pageup")
+                assert table.cursor_host in table.rows_on_screen()
+                pages += 1
+                assert pages <= HOSTS
+            assert table.rows_on_screen()[0] == table.names[0]

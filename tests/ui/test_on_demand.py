@@ -69,18 +69,20 @@ async def test_rows_on_screen_connect_and_a_page_down_opens_the_next_page(sim: S
         off = [n for n in table.order if n not in page]
         assert all(table.rows_by_name[n].state.state is ConnState.IDLE for n in off)  # type: ignore[union-attr]
 
-        table.focus()
+        await pilot.press("shift+tab")  # focus from the journal to the fleet table
+        assert app.focused is table
         await pilot.press("pagedown")
         await pilot.pause()
         second = table.rows_on_screen()
         assert second and not set(second) & set(page)
+        assert table.cursor_host == second[0]  # the cursor moved a page, as the view did
         await until(pilot, lambda: set(second) <= connected_to(sim))
         await until(pilot, lambda: set(words(table).values()) == {"connected"})
-        first = page[0]  # still selected: the cursor stayed on it
-        # The first page (but the selected host) closes once idle_close_s has passed.
-        await until(pilot, lambda: connected_to(sim) == {*second, first})
-        assert all(table.rows_by_name[n].idle for n in page[1:])
+        # The first page closes once idle_close_s has passed.
+        await until(pilot, lambda: connected_to(sim) == set(second))
+        assert all(table.rows_by_name[n].idle for n in page)
         await pilot.press("pageup")  # back: opened again
+        assert table.cursor_host == page[0] and table.rows_on_screen() == page
         await until(pilot, lambda: set(page) <= connected_to(sim))
         await until(pilot, lambda: set(words(table).values()) == {"connected"})
 
