@@ -235,6 +235,8 @@ class JournalView(Log):
         self.records: dict[str, deque[JournalEntry]] = {}
         self.merged_records: deque[tuple[str, JournalEntry]] = deque(maxlen=buffer_lines)
         self.host: str | None = None
+        self.host_note = ""
+        """Said after the host's name in the title (an idle host: why its journal is quiet)."""
         self.merged = False
         self.show_all = False
         self.custom_filter: LineFilter | None = None
@@ -507,10 +509,15 @@ class JournalView(Log):
 
     # --- operator actions --------------------------------------------------------------
 
-    def show_host(self, host: str) -> None:
-        self.host = host
+    def show_host(self, host: str, note: str = "") -> None:
+        self.host, self.host_note = host, note
         if not self.merged:
             self.rerender()
+
+    def set_host_note(self, note: str) -> None:
+        if note != self.host_note:
+            self.host_note = note
+            self._update_subtitle()
 
     def toggle_merged(self) -> None:
         self.merged = not self.merged
@@ -647,5 +654,8 @@ class JournalView(Log):
             )
             parts.append(f"paused · {self.pending_lines} new lines{crashed} · G or p resumes")
         self.border_subtitle = " · ".join(parts)
-        self.border_title = "journal · " + ("all hosts" if self.merged else (self.host or "-"))
+        title = "journal · " + ("all hosts" if self.merged else (self.host or "-"))
+        if self.host_note and not self.merged:
+            title += f" · {self.host_note}"
+        self.border_title = title
         self.set_class(self.paused, "-paused")

@@ -25,7 +25,7 @@ class FleetTable(Monitoring):
         view = self.main(JournalView)
         if view is not None:
             host = message.host
-            view.show_host(host)
+            view.show_host(host, self._journal_note(host))
             if chart := self.main(AcceptChart):
                 chart.select(host)
             # The stats panel follows a frame later: its windows over up to 20,000 samples

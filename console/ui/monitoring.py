@@ -17,6 +17,7 @@ from console.ui.shell import Shell
 from widgets.accept_chart import POINTS as CHART_POINTS
 from widgets.accept_chart import AcceptChart
 from widgets.host_table import HostTable
+from widgets.journal_view import JournalView
 from widgets.messages import HealthUpdated, HostStateUpdated, RunChanged, ServiceStatusUpdated
 from widgets.stats_panel import StatsPanel
 
@@ -45,6 +46,17 @@ class Monitoring(Shell):
     def _host_state(self, message: HostStateUpdated) -> None:
         if table := self.main(HostTable):
             table.set_state(message.event.state)
+            view = self.main(JournalView)
+            if view is not None and view.host == message.event.state.host:
+                view.set_host_note(self._journal_note(message.event.state.host))
+
+    def _journal_note(self, host: str) -> str:
+        """What the journal's title says after the host's name: why an idle host is quiet."""
+        table = self.main(HostTable)
+        row = table.rows_by_name.get(host) if table is not None else None
+        if row is None or not row.idle:
+            return ""
+        return "idle (closed on demand): read back when opened"
 
     @on(ServiceStatusUpdated)
     def _service_status(self, message: ServiceStatusUpdated) -> None:

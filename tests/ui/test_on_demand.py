@@ -19,6 +19,7 @@ from console.sim.fleet import SimFleet
 from console.transport.ssh import ConnState
 from tests.ui.support import simulated_fleet, until
 from widgets.host_table import HostTable
+from widgets.journal_view import JournalView
 from widgets.snapshot_panel import SnapshotPanel
 
 HOSTS = 40
@@ -101,6 +102,13 @@ async def test_listing_the_idle_hosts_does_not_open_them(sim: SimFleet) -> None:
         assert set(words(table).values()) == {"idle"}
         assert not set(table.rows_on_screen()) & connected_to(sim)
         assert not set(listed) & connected_to(sim)
+        view = app.query_one(JournalView)  # the selected idle host's journal says why it is quiet
+        assert view.host == table.cursor_host
+        assert "idle (closed on demand)" in str(view.border_title)
+
+        await pilot.press("F", *["backspace"] * len("state=idle"), "enter")  # every host again
+        await until(pilot, lambda: view.host in connected_to(sim))  # selected: opened
+        await until(pilot, lambda: "idle" not in str(view.border_title))
 
 
 async def test_an_action_on_idle_hosts_opens_them(sim: SimFleet) -> None:
