@@ -176,7 +176,11 @@ class HostTable(ScrollView, can_focus=True):
         self.cursor_row = 0
         self._cells_by_name: dict[Line, list[Text | str]] = {}
         self._versions: dict[Line, int] = dict.fromkeys(names, 0)
-        self._widths = [cell_len(c) for c in COLUMNS]
+        self._cell_widths = [cell_len(c) for c in COLUMNS]
+        """Each column's widest cell so far (a column never narrows as numbers change)."""
+        self._widths = list(self._cell_widths)
+        """Each column's width as drawn: its widest cell or its header label, whichever is
+        wider (a filter's `12/200` widens the header only while it is set)."""
         self._shown = list(range(len(COLUMNS)))
         """Indexes of the columns that fit the table's width (see DROP_ORDER)."""
         self._strips: dict[Line, tuple[tuple[object, ...], Strip]] = {}
@@ -353,8 +357,8 @@ class HostTable(ScrollView, can_focus=True):
         wider = False
         for i, cell in enumerate(cells):
             width = cell.cell_len if isinstance(cell, Text) else cell_len(cell)
-            if width > self._widths[i]:
-                self._widths[i] = width
+            if width > self._cell_widths[i]:
+                self._cell_widths[i] = width
                 wider = True
         return wider
 
@@ -369,10 +373,10 @@ class HostTable(ScrollView, can_focus=True):
 
     def _resize(self) -> None:
         self._strips.clear()
-        for i, label in enumerate(self._header()):
-            self._widths[i] = max(self._widths[i], cell_len(label))
-        self._shown = self._fitting(self.size.width)
-        width = sum(self._widths[i] + 2 for i in self._shown)
+        header = self._header()
+        self._widths = [max(w, cell_len(h)) for w, h in zip(self._cell_widths, header, strict=True)]
+        self._shown = self._fitting(self.scrollable_content_region.width)
+        width = sum(self._widths[i] + 2 for i in self._shown) - 1  # no gap after the last
         before, after = self.virtual_size.height, len(self._lines) + 1
         self.virtual_size = Size(width, after)
         # The table's height follows its number of lines up to its max-height; a layout of
@@ -386,7 +390,7 @@ class HostTable(ScrollView, can_focus=True):
         if available <= 0:
             return shown
         for name in DROP_ORDER:
-            if sum(self._widths[i] + 2 for i in shown) <= available:
+            if sum(self._widths[i] + 2 for i in shown) - 1 <= available:
                 break
             shown.remove(COLUMNS.index(name))
         return shown
@@ -396,7 +400,9 @@ class HostTable(ScrollView, can_focus=True):
         return [COLUMNS[i] for i in self._shown]
 
     def on_resize(self, event: events.Resize) -> None:
-        if self._fitting(event.size.width) != self._shown:
+        # The width left beside the scrollbar: a column cut by it made a sideways scrollbar
+        # that took one of the table's few rows at 80×24.
+        if self._fitting(self.scrollable_content_region.width) != self._shown:
             self._resize()
 
     def refresh_host(self, name: str) -> None:

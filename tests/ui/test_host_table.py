@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from textual.app import App, ComposeResult
 
 from console.events import ServiceStatus
+from console.fleet_filter import parse_filter
 from console.transport.ssh import ConnState, HostState
 from widgets.host_table import HostTable
 
@@ -85,7 +87,7 @@ async def test_new_numbers_redraw_the_row_and_widen_its_column() -> None:
 
 async def test_each_row_names_the_hosts_sglang_release() -> None:
     app = TableApp()
-    async with app.run_test(size=(120, 12)) as pilot:
+    async with app.run_test(size=(124, 12)) as pilot:  # every column beside the scrollbar
         table = app.query_one(HostTable)
         table.set_status(
             ServiceStatus(host="gpu01", active_state="active", sglang_version="0.5.23")
@@ -118,3 +120,23 @@ async def test_a_scrolled_table_repaints_the_row_that_changed() -> None:
         await pilot.pause()
         assert y in drawn  # the screen asked for the changed row again, not another line
         assert "closed" in screen_lines(app)[y]
+
+
+@pytest.mark.parametrize("width", [80, 78])
+async def test_columns_that_do_not_fit_beside_the_scrollbar_are_dropped_not_cut(
+    width: int,
+) -> None:
+    app = TableApp()
+    async with app.run_test(size=(width, 12)) as pilot:
+        table = app.query_one(HostTable)
+        await pilot.pause()
+        unfiltered = table.shown_columns
+        table.set_filter(parse_filter("gpu"))  # every host: `host 20/20`, still scrolling
+        await pilot.pause()
+        header = screen_lines(app)[0]
+        last = table.shown_columns[-1]
+        assert header.rstrip().endswith(last)  # drawn whole, not cut by the scrollbar
+        assert not table.show_horizontal_scrollbar  # which would take one of its rows
+        table.set_filter(parse_filter(""))
+        await pilot.pause()
+        assert table.shown_columns == unfiltered  # the count's width went with the filter
