@@ -306,7 +306,7 @@ class Fleet:
             else:
                 # Off screen nothing is asked: `on_screen` wakes the host when its row comes
                 # on screen; the long timeout only bounds a wake missed. Waking every host
-                # every `health_s` to find it still off screen cost 200 hosts ~0.5 % of a core.
+                # every `health_s` to find it still off screen cost 200 hosts ~0.4 % of a core.
                 wait = max(self.health_s, self.poll_s)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait):

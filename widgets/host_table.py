@@ -376,7 +376,7 @@ class HostTable(ScrollView, can_focus=True):
         header = self._header()
         self._widths = [max(w, cell_len(h)) for w, h in zip(self._cell_widths, header, strict=True)]
         self._shown = self._fitting(self.scrollable_content_region.width)
-        width = sum(self._widths[i] + 2 for i in self._shown) - 1  # no gap after the last
+        width = self._drawn_width(self._shown)
         before, after = self.virtual_size.height, len(self._lines) + 1
         self.virtual_size = Size(width, after)
         # The table's height follows its number of lines up to its max-height; a layout of
@@ -390,10 +390,14 @@ class HostTable(ScrollView, can_focus=True):
         if available <= 0:
             return shown
         for name in DROP_ORDER:
-            if sum(self._widths[i] + 2 for i in shown) - 1 <= available:
+            if self._drawn_width(shown) <= available:
                 break
             shown.remove(COLUMNS.index(name))
         return shown
+
+    def _drawn_width(self, columns: list[int]) -> int:
+        """Cells a line takes: each column with a space either side, none after the last."""
+        return sum(self._widths[i] + 2 for i in columns) - 1
 
     @property
     def shown_columns(self) -> list[str]:
