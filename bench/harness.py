@@ -27,7 +27,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from console.profiles import Profile, load_fleet
+from console.hosts.profiles import Profile, load_fleet
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SEQ_RE = re.compile(r" seq=(\d+) t=([\d.]+)")

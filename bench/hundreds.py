@@ -46,9 +46,9 @@ from typing import Any
 
 from bench.harness import SimServer, percentile, report, rss_mb, sim_fleet
 from console.app import SpecopsApp
-from console.fleet import Fleet
-from console.profiles import Profile, SSHConfig, load_fleet
-from console.settings import CONNECT_BUDGET
+from console.fleet.fleet import Fleet
+from console.hosts.profiles import Profile, SSHConfig, load_fleet
+from console.local.settings import CONNECT_BUDGET
 from widgets.host_table import HostTable
 from widgets.journal_view import JournalView, PromptInput
 

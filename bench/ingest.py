@@ -39,9 +39,9 @@ from collections.abc import Callable, Iterable
 
 from bench.harness import SimServer, patterns_regex, report, sim_fleet
 from console.app import SpecopsApp
-from console.events import JournalBatch, JournalEntry
-from console.fleet import Fleet
-from console.profiles import Profile
+from console.fleet.fleet import Fleet
+from console.hosts.events import JournalBatch, JournalEntry
+from console.hosts.profiles import Profile
 from console.watch.journal import LineFilter
 from widgets.journal_view import JournalView
 

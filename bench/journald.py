@@ -52,9 +52,9 @@ from bench.flood import UNIT, Flood, cgroup_cpu, journalctl_cpu
 from bench.harness import console, openssh_options, patterns_regex, report, unwind_on_signals
 from bench.ingest import Tally, _ratio, children_cpu, count_batches, count_view
 from console.app import SpecopsApp
-from console.events import Event, HostStateChanged
-from console.fleet import Fleet
-from console.profiles import Profile
+from console.fleet.fleet import Fleet
+from console.hosts.events import Event, HostStateChanged
+from console.hosts.profiles import Profile
 from console.transport.ssh import ConnState
 from tests.testbed.bed import Testbed
 from tests.testbed.helpers import until

@@ -15,8 +15,8 @@ from typing import Any
 
 from bench.harness import SEQ_RE, SimServer, report, rss_mb, sim_fleet
 from console.app import SpecopsApp
-from console.events import Event, JournalBatch
-from console.fleet import Fleet
+from console.fleet.fleet import Fleet
+from console.hosts.events import Event, JournalBatch
 
 
 async def run(sim: SimServer, checkpoints: list[int], rate: float) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from bench.harness import report, rss_mb, sim_fleet
-from console.fleet import Fleet
+from console.fleet.fleet import Fleet
 
 
 async def idle(profiles: list[Any], seconds: float) -> dict[str, Any]:

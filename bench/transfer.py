@@ -10,8 +10,8 @@ in ~/.ssh or /etc/ssh is read or changed; it is killed, and the directory remove
   the host's `sha256sum` and `sha256sum -c` on the copies: scp with specops' guarantee.
 - **specops**: the snapshot's real path through a HostSession: the host's digests (`openssl
   dgst`), each file into `NAME.part`, checked against the host's digest, fsynced and linked
-  into place (console/evidence/digests.py `HostDigests`, console/evidence/transfer.py
-  `fetch` + `run_bounded`, called as console/evidence/snapshot.py calls them).
+  into place (console/package/digests.py `HostDigests`, console/package/transfer.py
+  `fetch` + `run_bounded`, called as console/package/snapshot.py calls them).
 - **sftp only**: asyncssh's `mget` of the same files with its defaults, no verification, no
   fsync: what the SSH/SFTP layer alone costs.
 
@@ -51,9 +51,9 @@ from typing import Any
 import asyncssh
 
 from bench.harness import console, openssh_options, report, unwind_on_signals
-from console.evidence.digests import HostDigests
-from console.evidence.transfer import FileJob, fetch, run_bounded
-from console.profiles import Profile, parse_profile
+from console.hosts.profiles import Profile, parse_profile
+from console.package.digests import HostDigests
+from console.package.transfer import FileJob, fetch, run_bounded
 from console.transport.ssh import HostSession, connect_options
 
 SSHD = "/usr/sbin/sshd"
@@ -276,7 +276,7 @@ async def _connected(profile: Profile) -> HostSession:
 
 
 async def run_specops(profile: Profile, src: Path, dest: Path) -> Measured:
-    """What console/evidence/snapshot.py does with one host's bench files: list, then fetch each."""
+    """What console/package/snapshot.py does with one host's bench files: list, then fetch each."""
     cpu0 = time.process_time()
     t0 = time.monotonic()
     await asyncio.to_thread(dest.mkdir)

@@ -20,7 +20,7 @@ from typing import Any
 
 from bench.harness import SEQ_RE, SimServer, percentile, report, sim_fleet
 from console.app import SpecopsApp
-from console.fleet import Fleet
+from console.fleet.fleet import Fleet
 from widgets.journal_view import JournalView
 
 

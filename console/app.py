@@ -27,12 +27,12 @@ from textual.containers import Horizontal
 from textual.widgets import Footer, Header
 from textual.worker import Worker, WorkerState
 
-from console.engine import EngineThread
-from console.fleet import Fleet
-from console.settings import Settings
+from console.fleet.fleet import Fleet
+from console.local.settings import Settings
 from console.tuning.left_on import LeftOnWatch
 from console.tuning.probation import ProbationGuard
 from console.ui.alerts import ALERTS_KEPT, Alerts
+from console.ui.engine import EngineThread
 from console.ui.engine_bridge import FLUSH_INTERVAL_S, EngineBridge
 from console.ui.evidence_actions import EvidenceActions
 from console.ui.fleet_table import FleetTable

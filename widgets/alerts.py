@@ -19,8 +19,8 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-from console.events import CrashDetected
-from console.profiles import FlagValue
+from console.hosts.events import CrashDetected
+from console.hosts.profiles import FlagValue
 from console.tuning.left_on import LeftOnFound
 
 

@@ -14,7 +14,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-from console.audit import ActionRecord, AuditLog, AuditRecord, is_poll
+from console.local.audit import ActionRecord, AuditLog, AuditRecord, is_poll
 
 SHOWN = 500
 

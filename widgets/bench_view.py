@@ -4,7 +4,7 @@ The files are the ones snapshots fetched (`bench/results_HOST/` of the host's pa
 fetches the host's newest first): a matrix per file with the speedup over the autoregressive
 baseline, the bar chart, and what each file was measured with. `a` widens it to every host in
 the package, `h` shows the selected host's bench files as they are on the host now (read over
-SFTP on the engine's loop, nothing kept: console/evidence/host_bench.py), `r` writes the
+SFTP on the engine's loop, nothing kept: console/findings/host_bench.py), `r` writes the
 findings report (REPORT.md) into the package. Reading and parsing
 happen here, once per view (bench files are small); only `h` touches the host.
 """
@@ -22,10 +22,10 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from console.evidence.bench import choose_baseline
-from console.evidence.bench_files import load_bench
-from console.evidence.bench_view import render
-from console.evidence.host_bench import HostBench
+from console.findings.bench import choose_baseline
+from console.findings.bench_files import load_bench
+from console.findings.bench_view import render
+from console.findings.host_bench import HostBench
 from console.transport.ssh import RemoteError
 
 

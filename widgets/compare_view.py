@@ -1,6 +1,6 @@
 """`c`: the selected host's configurations side by side, from its experiment ledger.
 
-The same tables as `specops compare HOST` (console/evidence/compare_view.py): every
+The same tables as `specops compare HOST` (console/findings/compare_view.py): every
 configuration a change left or tried, with its status and pooled numbers, and the newest
 change's before and after with deltas judged against the run-to-run spread. A rolled-back
 configuration is marked and never best. The ledger is read on the host (where every console's
@@ -20,9 +20,9 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from console.evidence.compare import configurations, default_pair
-from console.evidence.compare_view import render_compare
-from console.evidence.ledger import Experiment
+from console.findings.compare import configurations, default_pair
+from console.findings.compare_view import render_compare
+from console.ledger.ledger import Experiment
 
 ReadLedger = Callable[[], Awaitable[tuple[Sequence[Experiment], str]]]
 """Reads the host's ledger: (experiments, where they were read)."""

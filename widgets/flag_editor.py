@@ -20,7 +20,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
-from console.profiles import FlagValue, Profile
+from console.hosts.profiles import FlagValue, Profile
 from console.service.execline import FlagError
 from console.service.flags import format_value, validate_value
 from console.transport.ssh import RemoteError

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from console.events import ServiceStatus
-from console.fleet_filter import FleetFilter, HostFacts
-from console.profiles import FlagValue
+from console.fleet.filter import FleetFilter, HostFacts
+from console.hosts.events import ServiceStatus
+from console.hosts.profiles import FlagValue
 from console.transport.ssh import ConnState, HostState
 
 COLUMNS = (
@@ -106,7 +106,7 @@ class HostRow:
         return self.alerts - self.seen
 
     def facts(self) -> HostFacts:
-        """The words a filter matches (console/fleet_filter.py's STATES)."""
+        """The words a filter matches (console/fleet/filter.py's STATES)."""
         conn = self.state.state if self.state is not None else ConnState.CONNECTING
         words = {STATE_WORD.get(conn, conn.value)}
         if not self.idle:  # an idle host is not known to be up, and is in no trouble

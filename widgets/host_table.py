@@ -20,9 +20,9 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from console.events import ServiceStatus
-from console.fleet_filter import NO_FILTER, FleetFilter
-from console.profiles import FlagValue
+from console.fleet.filter import NO_FILTER, FleetFilter
+from console.hosts.events import ServiceStatus
+from console.hosts.profiles import FlagValue
 from console.transport.ssh import ConnState, HostState
 from widgets.fleet_rows import (
     COLUMNS,

@@ -35,7 +35,7 @@ from textual.selection import Selection
 from textual.strip import Strip
 from textual.widgets import Input, Log
 
-from console.events import JournalEntry
+from console.hosts.events import JournalEntry
 from console.watch.journal import LineFilter
 
 MAX_LINE = 2000

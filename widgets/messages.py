@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from console.events import (
+from console.hosts.events import (
     CrashDetected,
     HealthChecked,
     HostStateChanged,
@@ -18,7 +18,7 @@ from console.events import (
     ServiceStatus,
     SnapshotProgress,
 )
-from console.evidence.snapshot import SnapshotReport
+from console.package.snapshot import SnapshotReport
 
 
 class HostStateUpdated(Message):

@@ -16,7 +16,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from console.events import (
+from console.hosts.events import (
     RolloutEvent,
     RolloutFinished,
     RolloutJournal,

@@ -12,10 +12,10 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from console.events import SnapshotProgress, SnapshotStage
-from console.evidence.manifest import MANIFEST_NAME
-from console.evidence.snapshot import HostOutcome, SnapshotReport
-from console.evidence.transfer import Outcome, human_size
+from console.hosts.events import SnapshotProgress, SnapshotStage
+from console.package.manifest import MANIFEST_NAME
+from console.package.snapshot import HostOutcome, SnapshotReport
+from console.package.transfer import Outcome, human_size
 
 STAGE_STYLE = {SnapshotStage.DONE: "green", SnapshotStage.FAILED: "red"}
 

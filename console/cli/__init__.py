@@ -5,6 +5,35 @@ below is the dispatch table. `common.py` holds what they share (exit codes, outp
 loading, connecting). Nothing here imports Textual or the simulator when the CLI loads:
 `tui.py` imports the app and `demo.py` the simulator only when they run.
 
+- `audit.py`: `specops audit`: the remote commands specops ran, newest last;
+- `bench.py`: `specops bench PATH... [--baseline NAME] [--json | --csv]`: read bench results by
+  content;
+- `compare.py`: `specops compare HOST [A B] [--json] [--offline]`: configurations side by side;
+- `flags.py`: `specops flags HOST`: the service's flags, from its effective ExecStart, beside
+  last good;
+- `history.py`: `specops history HOST [--json]`: the configurations specops tried on a host,
+  newest first;
+- `manifest.py`: `specops manifest PACKAGE [--dry-run]`: rewrite MANIFEST.sha256 after hand
+  edits;
+- `metrics.py`: `specops metrics`: every host's spec-decoding numbers from `/metrics` or
+  Prometheus;
+- `report.py`: `specops report PACKAGE [--out FILE]`: the findings report, from the package's
+  evidence;
+- `rollback.py`: `specops rollback HOST [--to N | --original] [--yes] [--dry-run]`: back to a
+  good configuration;
+- `set.py`: `specops set HOST NAME=VALUE...`: the whole tuning step as one command;
+- `snapshot.py`: `specops snapshot HOST...`: collect the evidence into a reproduction package;
+- `status.py`: `specops status`: connection, unit state and flags of every host, at once;
+- `tail.py`: `specops tail`: one host's journal, filtered like the TUI's view, as text or JSON
+  lines;
+- `tail_link.py`: what `specops tail` says on stderr while the link stalls or drops (issue 20);
+- `trust.py`: `specops trust HOST`: enrol a host's key, fingerprint shown first; never a
+  changed one;
+- `verify.py`: `specops verify PACKAGE`: re-hash a package against its MANIFEST.sha256; list
+  what differs;
+- `watch.py`: `specops watch HOST... [--json]`: headless monitoring, and the probation
+  rollback;
+
 Who may import this package: `console/__main__.py` and the console script; nothing in the core.
 Exit status (contract): 0 success; 1 the action failed; 2 bad usage or bad profile;
 3 host unreachable or host key refused. `--json` prints one JSON object per line.
@@ -39,7 +68,7 @@ from console.cli import (
 from console.cli import set as set_
 from console.cli.common import EXIT_OK, EXIT_USAGE, UsageError, err, load_profiles
 from console.cli.tui import add_follow_option, run_tui
-from console.profiles import ProfileError
+from console.hosts.profiles import ProfileError
 
 COMMANDS: dict[str, ModuleType] = {
     "demo": demo,

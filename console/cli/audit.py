@@ -7,11 +7,11 @@ from typing import Any
 
 from rich.markup import escape
 
-from console.audit import ActionRecord, AuditLog, AuditRecord, is_poll
 from console.cli.common import (
     EXIT_OK,
     out,
 )
+from console.local.audit import ActionRecord, AuditLog, AuditRecord, is_poll
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:

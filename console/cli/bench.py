@@ -1,7 +1,7 @@
 """`specops bench PATH... [--baseline NAME] [--json | --csv]`: read bench results by content.
 
 Files and directories (a package's `bench/`, a host's results directory); each file's shape
-is found from what it holds (console/evidence/bench.py). Prints a matrix per file with the
+is found from what it holds (console/findings/bench.py). Prints a matrix per file with the
 speedup over the baseline (the autoregressive file by default), a bar chart and the
 configuration each was measured with. A crashed run is a row saying so, never a failure:
 the exit status is 0 whenever the files could be read, 2 for a bad path or `--baseline`.
@@ -14,9 +14,9 @@ import sys
 from typing import Any
 
 from console.cli.common import EXIT_OK, EXIT_USAGE, err, out
-from console.evidence.bench import choose_baseline
-from console.evidence.bench_files import load_bench
-from console.evidence.bench_view import csv_text, json_lines, render
+from console.findings.bench import choose_baseline
+from console.findings.bench_files import load_bench
+from console.findings.bench_view import csv_text, json_lines, render
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from console.audit import AuditLog
-from console.inventory import load_inventory_fleet
-from console.profiles import Profile, load_fleet
-from console.settings import config_dir, load_settings, settings_path
+from console.hosts.inventory import load_inventory_fleet
+from console.hosts.profiles import Profile, load_fleet
+from console.local.audit import AuditLog
+from console.local.settings import config_dir, load_settings, settings_path
 from console.transport.ssh import (
     ConnectBudget,
     ConnState,

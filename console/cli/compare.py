@@ -1,10 +1,10 @@
 """`specops compare HOST [A B] [--json] [--offline]`: configurations side by side.
 
-From the host's experiment ledger (console/evidence/ledger.py, kept on the host beside its
+From the host's experiment ledger (console/ledger/ledger.py, kept on the host beside its
 history, so every console and profile name sees the same): every configuration the host ran
 around a change, its status (kept, rolled back with why), and its pooled numbers; then two of
 them (by default the newest change's before and after) with the deltas and whether each is
-larger than the run-to-run spread (console/evidence/compare.py). The run the newest change
+larger than the run-to-run spread (console/findings/compare.py). The run the newest change
 left running is measured again from its journal first, so its window covers everything since
 its first decode line, not just the rollout's last seconds. `--offline` (or a host that cannot
 be reached) reads the console's cached copy instead, and says so.
@@ -19,20 +19,20 @@ import json
 from typing import Any
 
 from console.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, connect, err, load_profiles, out
-from console.evidence.compare import (
+from console.findings.compare import (
     Configuration,
     configurations,
     default_pair,
 )
-from console.evidence.compare_view import compare_record, render_compare
-from console.evidence.ledger import (
+from console.findings.compare_view import compare_record, render_compare
+from console.hosts.profiles import select
+from console.ledger.ledger import (
     Experiment,
     cached,
     current_invocation,
     measure,
     read_ledger,
 )
-from console.profiles import select
 from console.transport.ssh import HostSession, RemoteError
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from console.cli.common import EXIT_OK, UsageError, out, require_terminal
 from console.cli.tui import add_follow_option, run_tui
-from console.settings import STATE_DIR_ENV
+from console.local.settings import STATE_DIR_ENV
 
 MAX_HOSTS = 256
 DEMO_CUBLAS_AFTER_S = 120.0

@@ -24,7 +24,7 @@ from console.cli.common import (
     out,
 )
 from console.cli.status import RELOAD_PENDING
-from console.profiles import FlagSpec, select
+from console.hosts.profiles import FlagSpec, select
 from console.service.catalogue import catalogue, deprecated_in
 from console.service.flags import format_value, read_flags
 from console.service.status import read_status

@@ -24,7 +24,7 @@ from console.cli.common import (
     load_profiles,
     out,
 )
-from console.profiles import select
+from console.hosts.profiles import select
 from console.service.flags import format_value
 from console.transport.ssh import Disconnected, RemoteError
 from console.tuning import history

@@ -16,7 +16,7 @@ from typing import Any
 from rich.markup import escape
 
 from console.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, err, out
-from console.evidence.manifest import MANIFEST_NAME, ManifestChanges, refresh_manifest
+from console.package.manifest import MANIFEST_NAME, ManifestChanges, refresh_manifest
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:

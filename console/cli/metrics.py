@@ -19,8 +19,8 @@ from console.cli.common import (
     new_session,
     out,
 )
-from console.profiles import Profile, select
-from console.settings import load_settings
+from console.hosts.profiles import Profile, select
+from console.local.settings import load_settings
 from console.transport.http import HttpError
 from console.transport.prometheus import PrometheusError, parse_url
 from console.transport.ssh import ConnState, Disconnected

@@ -2,7 +2,7 @@
 
 Writes `REPORT.md` into the package (or FILE), atomically and only when its content changed,
 then refreshes the package's manifest so `sha256sum -c MANIFEST.sha256` passes with the
-report listed. The same package always gives the same bytes (console/evidence/report.py).
+report listed. The same package always gives the same bytes (console/findings/report.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from rich.markup import escape
 
 from console.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, err, out
-from console.evidence.report import REPORT_NAME, write_report
+from console.findings.report import REPORT_NAME, write_report
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -27,7 +27,7 @@ from console.cli.common import (
     read_only_reason,
 )
 from console.cli.set import run_plan, soak_seconds
-from console.profiles import select
+from console.hosts.profiles import select
 from console.service.execline import FlagError
 from console.transport.ssh import Disconnected, HostSession, RemoteError
 from console.tuning.history import HistoryError

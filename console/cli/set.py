@@ -20,7 +20,6 @@ from typing import Any
 
 from rich.markup import escape
 
-from console.audit import AuditLog, action_record
 from console.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -32,9 +31,10 @@ from console.cli.common import (
     out,
     read_only_reason,
 )
-from console.events import RolloutEvent, RolloutFinished, RolloutOutcome, RolloutProgress
-from console.evidence.ledger import NotOnHost, current_invocation, record_rollout, utc_now
-from console.profiles import select
+from console.hosts.events import RolloutEvent, RolloutFinished, RolloutOutcome, RolloutProgress
+from console.hosts.profiles import select
+from console.ledger.ledger import NotOnHost, current_invocation, record_rollout, utc_now
+from console.local.audit import AuditLog, action_record
 from console.service.execline import FlagError
 from console.service.flags import format_value
 from console.transport.ssh import Disconnected, HostSession, RemoteError

@@ -34,12 +34,12 @@ from console.cli.common import (
     new_session,
     out,
 )
-from console.events import SnapshotProgress
-from console.evidence.manifest import MANIFEST_NAME
-from console.evidence.package import SnapshotError, plan
-from console.evidence.snapshot import HostOutcome, HostSnapshot, SnapshotReport, run_snapshot
-from console.evidence.transfer import Outcome, human_size
-from console.profiles import ProfileError, select
+from console.hosts.events import SnapshotProgress
+from console.hosts.profiles import ProfileError, select
+from console.package.layout import SnapshotError, plan
+from console.package.manifest import MANIFEST_NAME
+from console.package.snapshot import HostOutcome, HostSnapshot, SnapshotReport, run_snapshot
+from console.package.transfer import Outcome, human_size
 
 
 def _say(text: str) -> None:

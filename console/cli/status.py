@@ -10,8 +10,8 @@ from typing import Any
 from rich.table import Table
 
 from console.cli.common import EXIT_FAILED, EXIT_UNREACHABLE, load_profiles, new_session, out
-from console.events import ServiceStatus
-from console.profiles import Profile, select
+from console.hosts.events import ServiceStatus
+from console.hosts.profiles import Profile, select
 from console.service.flags import format_value
 from console.service.status import read_status
 from console.transport.ssh import ConnState, Disconnected, HostState, RemoteError

@@ -31,8 +31,8 @@ from console.cli.common import (
     new_session,
 )
 from console.cli.tail_link import PROBE_TIMEOUT_S, STALL_S, LinkNotices
-from console.events import JournalEntry
-from console.profiles import Profile, select
+from console.hosts.events import JournalEntry
+from console.hosts.profiles import Profile, select
 from console.transport import remote
 from console.transport.ssh import ConnState, Disconnected, RemoteError
 from console.watch.journal import JournalFollower, LineFilter, assemble, decode_lines

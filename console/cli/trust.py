@@ -18,7 +18,7 @@ from console.cli.common import (
     load_profiles,
     out,
 )
-from console.profiles import select
+from console.hosts.profiles import select
 from console.transport.ssh import (
     fetch_host_key,
     host_key_identity,

@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from console.audit import AuditLog
 from console.cli.common import require_terminal
-from console.profiles import Profile
-from console.settings import load_settings
+from console.hosts.profiles import Profile
+from console.local.audit import AuditLog
+from console.local.settings import load_settings
 
 if TYPE_CHECKING:
     from console.app import SpecopsApp
@@ -37,7 +37,7 @@ def build_app(profiles: list[Profile], *, read_only: bool, follow: str | None = 
     """The app as `specops` runs it: the user's settings, every command into the audit log;
     `follow` (the command line's `--follow`) overrides the setting."""
     from console.app import SpecopsApp  # the only place the CLI reaches for Textual
-    from console.fleet import Fleet
+    from console.fleet.fleet import Fleet
 
     settings = load_settings()
     if follow is not None:

@@ -16,8 +16,8 @@ from console.cli.common import (
     err,
     out,
 )
-from console.evidence.manifest import MANIFEST_NAME, package_files, verify
-from console.redaction import unredacted
+from console.local.redaction import unredacted
+from console.package.manifest import MANIFEST_NAME, package_files, verify
 
 SCAN_BYTES = 64 << 20
 """Files larger than this are not scanned for secrets (bench artifacts, not text we wrote)."""

@@ -27,7 +27,6 @@ from typing import Any
 
 from rich.markup import escape
 
-from console.audit import AuditLog
 from console.cli import set as set_
 from console.cli.common import (
     EXIT_FAILED,
@@ -38,10 +37,11 @@ from console.cli.common import (
     out,
     read_only_reason,
 )
-from console.events import CrashDetected, HostStateChanged, InvocationChanged
-from console.fleet import Fleet
-from console.profiles import select
-from console.settings import load_settings
+from console.fleet.fleet import Fleet
+from console.hosts.events import CrashDetected, HostStateChanged, InvocationChanged
+from console.hosts.profiles import select
+from console.local.audit import AuditLog
+from console.local.settings import load_settings
 from console.transport.ssh import ConnState, HostSession
 from console.tuning.plan import Plan
 from console.tuning.probation import (

@@ -6,7 +6,11 @@
 - `status.py`: `read_status`, systemd's view of the unit plus its current flag values;
 - `running.py`: `read_running`, the main process's own argv and environment (/proc);
 - `health.py`: `probe_health`, the server's `/health` answer in one word.
+- `catalogue.py`: SGLang's launch flags per release, and what a profile's argument means on a
+  given release;
+- `release_flags.py`: a profile's flags as the host's SGLang release takes them;
+- `version.py`: which SGLang release a unit runs, asked of the unit's own interpreter;
 
-Who may import it: `state`, the `tuning`/`evidence` rooms, the fleet, the simulator, the CLI
-and the app. It imports `profiles`, `events` and `transport` (for `read_status`) only.
+Who may import it: `ledger`, `package`, `tuning`, the fleet, the simulator, the CLI, the app
+and widgets. It imports `hosts` and `transport` (for `read_status`) only.
 """

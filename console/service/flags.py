@@ -1,7 +1,7 @@
 """Flag values: read a profile's flags from an argv and environment, validate, apply, show a diff.
 
 A profile maps friendly names (`budget`, `cuda_graph`) to ExecStart arguments or Environment=
-variables (`console.profiles.FlagSpec`); this module converts between those and typed values,
+variables (`console.hosts.profiles.FlagSpec`); this module converts between those and typed values,
 refuses values outside the profile's rules before anything touches a host, and names
 configurations (`format_variant`). Pure functions, no I/O.
 """
@@ -14,7 +14,7 @@ import re
 import string
 from collections.abc import Mapping, Sequence
 
-from console.profiles import FlagSpec, FlagValue
+from console.hosts.profiles import FlagSpec, FlagValue
 from console.service.catalogue import successor
 from console.service.execline import FlagError, render_words
 from console.service.unit import argument_groups, render_env

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from console.profiles import FlagSpec
+from console.hosts.profiles import FlagSpec
 from console.service.catalogue import ArgStatus, Release, catalogue, replacement_form
 from console.service.execline import FlagError
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from console.profiles import FlagValue, Profile
+from console.hosts.profiles import FlagValue, Profile
 from console.service.flags import read_flags
 from console.transport import remote
 from console.transport.ssh import HostSession

@@ -6,7 +6,7 @@ snapshots) reads it here, so none of them has to import the fleet for it.
 
 from __future__ import annotations
 
-from console.events import ServiceStatus
+from console.hosts.events import ServiceStatus
 from console.service.flags import read_flags
 from console.service.unit import effective_service
 from console.service.version import read_version

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from console.profiles import ENV_RE, UNIT_RE, FlagSpec
+from console.hosts.profiles import ENV_RE, UNIT_RE, FlagSpec
 from console.service.execline import (
     WHITESPACE,
     ExecCommand,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import asyncssh
 
-from console.profiles import Profile, load_fleet
+from console.hosts.profiles import Profile, load_fleet
 from console.sim.host import SimHost
 from console.sim.sglang import Timing
 

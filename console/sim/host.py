@@ -22,7 +22,7 @@ from typing import Any
 
 import asyncssh
 
-from console.evidence.manifest import format_line
+from console.package.manifest import format_line
 from console.sim import journal as jq
 from console.sim import load, releases
 from console.sim.http import serve_http

@@ -4,7 +4,11 @@
   keepalives, capped jittered backoff, `Disconnected` rather than `returncode None`);
 - `remote.py`: every command specops runs on a host, built with `shlex.join`;
 - `http.py`: HTTP/1.1 to the server's port through the SSH connection (no port forward).
+- `host_files.py`: what specops keeps on a host, under `/var/lib/specops/UNIT/`, and how it
+  gets there;
+- `prometheus.py`: prometheus's HTTP API (`/api/v1/query_range`), reached directly or through a
+  host's SSH connection;
 
-Who may import it: everything above it (`events`, `audit`, the rooms, the fleet, the CLI).
-It imports only `console.profiles` and `console.settings`.
+Who may import it: every room but `hosts`. It imports only `hosts` (profiles, and the
+connection states it reports).
 """

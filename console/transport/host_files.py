@@ -1,7 +1,7 @@
 """What specops keeps on a host, under `/var/lib/specops/UNIT/`, and how it gets there.
 
 The host's history (console/tuning/history.py) and its experiment ledger
-(console/evidence/ledger.py) live beside each other on the host, so every console and every
+(console/ledger/ledger.py) live beside each other on the host, so every console and every
 profile name that reaches the host sees the same record. Both are written the same way: the
 directory made, the text written under a temporary name in it, then renamed over the target
 (one rename(2): a reader sees the old file or the new one, never half of one), each step

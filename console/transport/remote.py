@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from console.profiles import UNIT_RE
+from console.hosts.profiles import UNIT_RE
 
 SHOW_PROPERTIES = (
     "ActiveState",

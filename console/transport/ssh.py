@@ -16,14 +16,15 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, AnyStr
 
 import asyncssh
 from asyncssh.encryption import get_default_encryption_algs
 
-from console.profiles import Profile, ProfileError
+from console.hosts.events import ConnState as ConnState  # re-exported: the session's states
+from console.hosts.events import HostState as HostState
+from console.hosts.profiles import Profile, ProfileError
 from console.transport.remote import Command
 
 log = logging.getLogger(__name__)
@@ -37,28 +38,6 @@ asyncssh resumes a paused channel as soon as its buffer drops below the limit, a
 resume credits the sender a full window while packets from before are still queued: with
 small reads under a flood the channel's queue grew by up to a window per read (78 MiB seen,
 RSS 358 MB after 1 M lines flat out). Draining it all at once resumes from empty."""
-
-
-class ConnState(StrEnum):
-    CONNECTING = "connecting"
-    CONNECTED = "connected"
-    RECONNECTING = "reconnecting"
-    UNREACHABLE = "unreachable"
-    HOST_KEY_REFUSED = "host key refused"
-    CLOSED = "closed"
-    IDLE = "idle"
-    """Closed on purpose, not in trouble: in on-demand mode a host nobody is looking at has no
-    connection (console/demand.py); it is opened again as soon as it is wanted."""
-
-
-@dataclass(frozen=True)
-class HostState:
-    host: str
-    state: ConnState
-    detail: str = ""
-    fingerprint: str | None = None
-    """SHA256 fingerprint of the key the host offered, when it was refused."""
-    since: float = 0.0
 
 
 @dataclass(frozen=True)

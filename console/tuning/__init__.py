@@ -13,7 +13,9 @@
 - `flag_history.py`: per flag, its last good value and the values it crashed with;
 - `probation.py`: a crash soon after a kept change, rolled back after a countdown (the front
   end passes the function that runs and records the rollback).
+- `history_rows.py`: a host's history as the TUI's history view shows it: one row per entry,
+  newest first;
 
 Who may import it: the CLI, the app and widgets (for the types they show). It imports
-`service`, `watch`, `state`, `events` and `transport`; never `evidence` or the fleet.
+`service`, `watch`, `local`, `hosts` and `transport`; never `package`, `findings` or the fleet.
 """

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from console.events import RolloutFinished, RolloutOutcome, Throughput
-from console.profiles import FlagValue, Profile
+from console.hosts.events import RolloutFinished, RolloutOutcome, Throughput
+from console.hosts.profiles import FlagValue, Profile
 from console.service.flags import read_flags
 from console.service.unit import effective_service, without_file
 from console.transport import remote

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from console.profiles import FlagValue
+from console.hosts.profiles import FlagValue
 from console.service.flags import format_value
 from console.transport import remote
 from console.transport.ssh import HostSession

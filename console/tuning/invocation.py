@@ -18,7 +18,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from console.events import JournalEntry
+from console.hosts.events import JournalEntry
 from console.transport.ssh import HostSession
 from console.watch.journal import JournalFollower
 from console.watch.phase import phase_of

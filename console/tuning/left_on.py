@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from console.events import HostStateChanged, ServiceStatus
-from console.profiles import FlagValue
+from console.hosts.events import HostStateChanged, ServiceStatus
+from console.hosts.profiles import FlagValue
 from console.service.flags import format_value
 from console.service.running import read_running
 from console.transport.ssh import ConnState, HostSession, RemoteError

@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from console.profiles import FlagSpec, FlagValue, Profile
+from console.hosts.profiles import FlagSpec, FlagValue, Profile
 from console.service.catalogue import Release, catalogue
 from console.service.execline import FlagError
 from console.service.flags import (

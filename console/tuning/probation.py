@@ -31,7 +31,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from console.events import CrashDetected, HostStateChanged, InvocationChanged
+from console.hosts.events import CrashDetected, HostStateChanged, InvocationChanged
 from console.transport import remote
 from console.transport.ssh import ConnState, HostSession, RemoteError
 from console.tuning import history

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from console.profiles import FlagValue, Profile
+from console.hosts.profiles import FlagValue, Profile
 from console.transport import remote
 from console.transport.ssh import HostSession
 from console.tuning import history

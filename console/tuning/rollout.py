@@ -31,14 +31,14 @@ import dataclasses
 import time
 from typing import Any
 
-from console.events import (
+from console.hosts.events import (
     RolloutFinished,
     RolloutOutcome,
     RolloutStep,
 )
+from console.local.state import LastGood, save_last_good
 from console.service.flags import read_flags
 from console.service.unit import effective_service, without_file
-from console.state import LastGood, save_last_good
 from console.transport import remote
 from console.transport.ssh import Disconnected, RemoteError
 from console.tuning.history import HistoryError, abandoned_note

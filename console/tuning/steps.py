@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from console.events import (
+from console.hosts.events import (
     RolloutEvent,
     RolloutFinished,
     RolloutJournal,

@@ -1,6 +1,6 @@
 """Engine-thread events into the app: messages, the journal inbox, and keys first.
 
-The fleet runs on the engine's own loop (console/engine.py). Its events arrive here on that
+The fleet runs on the engine's own loop (console/ui/engine.py). Its events arrive here on that
 thread, become Textual messages (or, for the journal firehose and the numbers, wait in an
 inbox the app's timers drain), and a key press makes the engine sleep until the screen has
 answered it.
@@ -13,7 +13,7 @@ from collections import deque
 
 from textual import events
 
-from console.events import (
+from console.hosts.events import (
     CrashDetected,
     Event,
     HealthChecked,

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from textual import on, work
 
-from console.events import SnapshotProgress
-from console.evidence.host_bench import HostBench, read_host_bench
-from console.evidence.ledger import Experiment, read_ledger
-from console.evidence.package import Job, SnapshotError, package_dir, plan
-from console.evidence.report import write_report
-from console.evidence.snapshot import run_snapshot
+from console.findings.host_bench import HostBench, read_host_bench
+from console.findings.report import write_report
+from console.hosts.events import SnapshotProgress
+from console.ledger.ledger import Experiment, read_ledger
+from console.package.layout import Job, SnapshotError, package_dir, plan
+from console.package.snapshot import run_snapshot
 from console.ui.shell import Shell
 from widgets.bench_view import BenchScreen
 from widgets.compare_view import CompareScreen

@@ -10,7 +10,7 @@ from __future__ import annotations
 from textual import on
 from textual.widgets import Input
 
-from console.fleet_filter import FilterError, parse_filter
+from console.fleet.filter import FilterError, parse_filter
 from console.ui.monitoring import Monitoring
 from widgets.accept_chart import AcceptChart
 from widgets.host_table import HostTable

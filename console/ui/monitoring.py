@@ -11,8 +11,8 @@ import time
 
 from textual import on
 
-from console.events import InvocationChanged
-from console.fleet_filter import UNOPENED
+from console.fleet.filter import UNOPENED
+from console.hosts.events import InvocationChanged
 from console.ui.shell import Shell
 from widgets.accept_chart import POINTS as CHART_POINTS
 from widgets.accept_chart import AcceptChart

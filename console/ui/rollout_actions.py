@@ -10,11 +10,11 @@ import logging
 
 from textual import on
 
-from console.audit import action_record
-from console.events import RolloutEvent
-from console.evidence.ledger import NotOnHost, current_invocation, record_rollout, utc_now
-from console.profiles import FlagValue
-from console.state import load_last_good
+from console.hosts.events import RolloutEvent
+from console.hosts.profiles import FlagValue
+from console.ledger.ledger import NotOnHost, current_invocation, record_rollout, utc_now
+from console.local.audit import action_record
+from console.local.state import load_last_good
 from console.transport.ssh import HostSession, RemoteError
 from console.tuning.flag_history import flag_history
 from console.tuning.history_rows import read_host_history

@@ -15,12 +15,12 @@ from typing import Any, TypeVar, cast
 from textual.app import App
 from textual.widget import Widget
 
-from console.engine import EngineThread
-from console.events import CrashDetected, MetricsUpdated
-from console.fleet import Fleet
-from console.settings import Settings
+from console.fleet.fleet import Fleet
+from console.hosts.events import CrashDetected, MetricsUpdated
+from console.local.settings import Settings
 from console.tuning.left_on import LeftOnFound, LeftOnWatch
 from console.tuning.probation import ProbationGuard
+from console.ui.engine import EngineThread
 from widgets.host_table import HostTable
 
 W = TypeVar("W", bound=Widget)

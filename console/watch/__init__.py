@@ -7,7 +7,16 @@
 - `signatures.py`: crash signatures and a profile's own `[[metrics]]` patterns;
 - `metrics.py`: bounded per-host series and windowed statistics;
 - `monitor.py`: `HostMonitor`, what one host's journal means right now.
+- `health.py`: `probe_health`: one word for "does the server answer `/health`?", for the table
+  and `status`;
+- `phase.py`: what a start-up line says the server is doing: the phase a crash is reported in;
+- `poller.py`: numbers beside the journal: `/metrics` per host or the fleet from Prometheus;
+- `restarts.py`: restarts of one host's service: how many in the last minutes, and whether it
+  crash-loops;
+- `server_metrics.py`: SGLang's own numbers, read from its `/metrics` page through the host's
+  SSH connection;
+- `sources.py`: each host's speculative-decoding numbers from a source other than its journal;
 
-Who may import it: `state`, `tuning`, `evidence`, the fleet, the CLI, the app and widgets.
-It imports `profiles`, `events` and `transport` only.
+Who may import it: `ledger`, `package`, `findings`, `tuning`, the fleet, the CLI, the app
+and widgets. It imports `hosts` and `transport` only.
 """

@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from console.events import JournalEntry
+from console.hosts.events import JournalEntry
 from console.transport import remote
 from console.transport.ssh import Backoff, CommandFailed, Disconnected, HostSession, RemoteError
 from console.watch.sglang import has_header

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from console.events import (
+from console.hosts.events import (
     CrashDetected,
     InvocationChanged,
     JournalEntry,
@@ -31,7 +31,7 @@ from console.events import (
     ServiceReady,
     ServiceStatus,
 )
-from console.profiles import FlagValue, Profile
+from console.hosts.profiles import FlagValue, Profile
 from console.watch.metrics import DEFAULT_MAXLEN, TEN_MINUTES, HostMetrics, SeriesSummary
 from console.watch.restarts import RestartSummary, RestartTracker
 from console.watch.sglang import (

@@ -14,8 +14,8 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
-from console.events import MetricsUpdated
-from console.profiles import Profile
+from console.hosts.events import MetricsUpdated
+from console.hosts.profiles import Profile
 from console.transport.http import HttpError
 from console.transport.prometheus import PrometheusError
 from console.transport.ssh import Disconnected, HostSession

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from console.profiles import MetricPattern
+    from console.hosts.profiles import MetricPattern
 
 __all__ = ["CRASH_SIGNATURES", "CustomMetrics", "crash_signature", "record_signature"]
 

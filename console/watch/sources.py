@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from console.profiles import Profile
+from console.hosts.profiles import Profile
 from console.transport.prometheus import Series, query_range
 from console.transport.ssh import HostSession
 from console.watch.server_metrics import ServerMetrics, accept_length_between, read_server_metrics

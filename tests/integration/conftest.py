@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from console.profiles import Profile
+from console.hosts.profiles import Profile
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
 
@@ -24,6 +24,6 @@ async def sim(tmp_path: Path) -> AsyncIterator[SimFleet]:
 
 @pytest.fixture
 def profiles(sim: SimFleet) -> list[Profile]:
-    from console.profiles import load_fleet
+    from console.hosts.profiles import load_fleet
 
     return load_fleet(sim.profiles_dir)

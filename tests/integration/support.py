@@ -12,8 +12,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from console.events import MetricsUpdated
-from console.fleet import Fleet
+from console.fleet.fleet import Fleet
+from console.hosts.events import MetricsUpdated
 
 SPECOPS = [sys.executable, "-m", "console"]
 

@@ -11,8 +11,8 @@ import asyncio
 
 import pytest
 
-from console.events import RolloutOutcome
-from console.profiles import Profile
+from console.hosts.events import RolloutOutcome
+from console.hosts.profiles import Profile
 from console.service.execline import render_execstart
 from console.service.unit import effective_service
 from console.sim.fleet import SimFleet

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from console.audit import AuditLog, AuditRecord
 from console.cli import main
+from console.local.audit import AuditLog, AuditRecord
 from console.sim.fleet import SimFleet, ThreadedSimFleet
 from console.sim.sglang import Timing
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from console.inventory import find_ansible_inventory
-from console.profiles import Profile, load_fleet
+from console.hosts.inventory import find_ansible_inventory
+from console.hosts.profiles import Profile, load_fleet
 from tests.integration.support import SPECOPS, served_fleet
 from tests.tools import needs
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from console.audit import AuditLog
 from console.cli import audit as cli_audit
 from console.cli import flags as cli_flags
 from console.cli import main, parse_args
 from console.cli import set as cli_set
+from console.local.audit import AuditLog
 from console.sim.fleet import SimFleet, ThreadedSimFleet
 from console.sim.host import SimHost
 from console.sim.sglang import Timing

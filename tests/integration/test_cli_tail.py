@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from console.profiles import Profile, load_fleet
+from console.hosts.profiles import Profile, load_fleet
 from console.transport import remote
 from console.transport.ssh import HostSession
 from console.watch.journal import gap_marker, invocation_marker

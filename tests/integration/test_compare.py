@@ -20,7 +20,8 @@ from console.cli import rollback as cli_rollback
 from console.cli import set as cli_set
 from console.cli import snapshot as cli_snapshot
 from console.cli.common import connect
-from console.evidence.ledger import (
+from console.hosts.profiles import load_fleet
+from console.ledger.ledger import (
     Experiment,
     Side,
     WindowStats,
@@ -29,7 +30,6 @@ from console.evidence.ledger import (
     load_from_host,
     save_on_host,
 )
-from console.profiles import load_fleet
 from console.sim.fleet import SimFleet
 
 UNIT = "sglang-k26-ddtree.service"

@@ -9,8 +9,8 @@ from typing import Any
 import asyncssh
 import pytest
 
-from console.fleet import Fleet
-from console.profiles import load_fleet
+from console.fleet.fleet import Fleet
+from console.hosts.profiles import load_fleet
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
 from console.transport.ssh import ConnectBudget, ConnState

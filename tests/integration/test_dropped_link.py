@@ -12,7 +12,7 @@ import pytest
 
 from console.cli import parse_args
 from console.cli import set as cli_set
-from console.events import (
+from console.hosts.events import (
     RolloutEvent,
     RolloutFinished,
     RolloutOutcome,
@@ -20,7 +20,7 @@ from console.events import (
     RolloutStep,
     ServiceStatus,
 )
-from console.profiles import Profile
+from console.hosts.profiles import Profile
 from console.service.status import read_status
 from console.sim.fleet import SimFleet
 from console.tuning.plan import parse_assignments, read_plan
@@ -208,7 +208,7 @@ async def test_a_crashing_change_whose_link_blips_is_still_rolled_back(
 
 
 async def read_status_of(sim: SimFleet) -> ServiceStatus:
-    from console.profiles import load_fleet
+    from console.hosts.profiles import load_fleet
 
     (profile,) = [p for p in load_fleet(sim.profiles_dir) if p.name == "b300"]
     session = await connect(profile)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from console.events import Event, HostStateChanged, JournalBatch, ServiceStatus
-from console.fleet import Fleet
-from console.profiles import Profile
+from console.fleet.fleet import Fleet
+from console.hosts.events import Event, HostStateChanged, JournalBatch, ServiceStatus
+from console.hosts.profiles import Profile
 from console.sim.fleet import SimFleet
 from console.transport.ssh import ConnState
 

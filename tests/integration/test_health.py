@@ -6,9 +6,9 @@ import asyncio
 import itertools
 import time
 
-from console.events import Event, HealthChecked
-from console.fleet import Fleet
-from console.profiles import Profile
+from console.fleet.fleet import Fleet
+from console.hosts.events import Event, HealthChecked
+from console.hosts.profiles import Profile
 from console.sim.fleet import SimFleet
 from console.transport.ssh import HostSession
 from console.watch.health import probe_health

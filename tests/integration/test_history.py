@@ -18,8 +18,8 @@ from console.cli import history as cli_history
 from console.cli import parse_args
 from console.cli import rollback as cli_rollback
 from console.cli import set as cli_set
-from console.events import RolloutEvent, RolloutProgress, RolloutStep
-from console.profiles import load_fleet
+from console.hosts.events import RolloutEvent, RolloutProgress, RolloutStep
+from console.hosts.profiles import load_fleet
 from console.service.status import read_status
 from console.service.unit import effective_service
 from console.sim.fleet import SimFleet

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from console.events import JournalEntry
-from console.profiles import Profile
+from console.hosts.events import JournalEntry
+from console.hosts.profiles import Profile
 from console.sim.fleet import SimFleet
 from console.sim.journal import RateLimit
 from console.transport.ssh import Backoff, HostSession

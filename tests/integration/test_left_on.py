@@ -12,7 +12,7 @@ from console.cli import parse_args
 from console.cli import set as cli_set
 from console.cli.flags import cmd_flags
 from console.cli.status import cmd_status
-from console.events import RolloutStep
+from console.hosts.events import RolloutStep
 from console.sim.fleet import SimFleet
 from console.transport import remote
 from tests.integration.test_dropped_link import set_losing_the_link_at

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from console.events import CrashDetected, Event, JournalBatch
-from console.fleet import Fleet
-from console.profiles import load_fleet
+from console.fleet.fleet import Fleet
+from console.hosts.events import CrashDetected, Event, JournalBatch
+from console.hosts.profiles import load_fleet
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
 from console.transport.ssh import ConnState, HostSession

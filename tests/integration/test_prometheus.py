@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from console.fleet import Fleet
-from console.profiles import Profile
+from console.fleet.fleet import Fleet
+from console.hosts.profiles import Profile
 from console.sim.fleet import SimFleet
 from console.sim.loopback import serve_on_loopback
 from console.transport.prometheus import query_range

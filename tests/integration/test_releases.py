@@ -16,9 +16,9 @@ from console.cli import flags as cli_flags
 from console.cli import parse_args
 from console.cli import set as cli_set
 from console.cli import status as cli_status
-from console.events import Event, ServiceStatus
-from console.fleet import Fleet
-from console.profiles import load_fleet
+from console.fleet.fleet import Fleet
+from console.hosts.events import Event, ServiceStatus
+from console.hosts.profiles import load_fleet
 from console.sim.fleet import SimFleet
 from tests.integration.conftest import FAST
 from tests.integration.test_fleet import wait_for

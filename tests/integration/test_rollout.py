@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.events import (
+from console.hosts.events import (
     RolloutEvent,
     RolloutFinished,
     RolloutJournal,
@@ -12,11 +12,11 @@ from console.events import (
     RolloutProgress,
     RolloutStep,
 )
-from console.profiles import Profile
+from console.hosts.profiles import Profile
+from console.local.state import load_last_good
 from console.service.execline import FlagError
 from console.service.status import read_status
 from console.sim.fleet import SimFleet
-from console.state import load_last_good
 from console.transport import http
 from console.transport.ssh import CommandRecord, HostSession
 from console.tuning.plan import check_arguments, parse_assignments, read_plan

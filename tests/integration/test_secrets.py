@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from console.audit import AuditLog
 from console.cli import build_parser
 from console.cli.snapshot import cmd_snapshot
 from console.cli.verify import cmd_verify
-from console.evidence.manifest import write_manifest
+from console.local.audit import AuditLog
+from console.package.manifest import write_manifest
 from console.service.execline import render_execstart
 from console.service.unit import effective_service
 from console.sim.fleet import SimFleet

@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from console.fleet import Fleet
-from console.profiles import Profile
+from console.fleet.fleet import Fleet
+from console.hosts.profiles import Profile
 from console.sim.fleet import SimFleet
 from console.transport.ssh import HostSession
 from console.watch.server_metrics import MetricsUnavailable, read_server_metrics

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from console.profiles import Profile
+from console.hosts.profiles import Profile
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
 from console.transport import remote
@@ -150,7 +150,7 @@ async def test_unknown_host_key_is_refused_with_fingerprint(tmp_path: Path) -> N
     fleet = SimFleet(
         tmp_path / "sim", hosts=2, timing=Timing(load_s=0.2), untrusted=frozenset({"pro6000"})
     )
-    from console.profiles import load_fleet
+    from console.hosts.profiles import load_fleet
 
     await fleet.start()
     try:

@@ -15,9 +15,9 @@ import pytest
 from console.cli import build_parser
 from console.cli.snapshot import cmd_snapshot
 from console.cli.verify import cmd_verify
-from console.evidence.manifest import MANIFEST_NAME
-from console.evidence.transfer import TransferError, fetch
-from console.profiles import Profile
+from console.hosts.profiles import Profile
+from console.package.manifest import MANIFEST_NAME
+from console.package.transfer import TransferError, fetch
 from console.service.execline import render_execstart
 from console.service.unit import effective_service
 from console.sim.fleet import SimFleet
@@ -336,7 +336,7 @@ async def test_a_file_that_changed_after_hashing_is_hashed_and_fetched_again(
             async def always_other(*args: object) -> dict[str, str]:
                 return {source: "0" * 64}
 
-            monkeypatch.setattr("console.evidence.transfer.remote_hashes", always_other)
+            monkeypatch.setattr("console.package.transfer.remote_hashes", always_other)
             with pytest.raises(TransferError, match="the file keeps changing"):
                 await fetch(
                     session,

@@ -9,7 +9,7 @@ import pytest
 from console.cli import parse_args
 from console.cli.flags import cmd_flags
 from console.cli.status import cmd_status
-from console.evidence.manifest import MANIFEST_NAME
+from console.package.manifest import MANIFEST_NAME
 from console.sim.fleet import SimFleet
 from tests.integration.test_snapshot import records, snapshot
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from console.events import RolloutEvent, RolloutOutcome, RolloutProgress, RolloutStep
-from console.profiles import Profile, load_fleet
+from console.hosts.events import RolloutEvent, RolloutOutcome, RolloutProgress, RolloutStep
+from console.hosts.profiles import Profile, load_fleet
+from console.local.state import load_last_good
 from console.service.status import read_status
 from console.sim.failures import FailureTiming
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
-from console.state import load_last_good
 from console.transport import http
 from console.tuning.rollout import RolloutOptions
 from tests.integration.test_rollout import change as change_with

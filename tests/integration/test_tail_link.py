@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from console.cli.tail import Printer, tail
-from console.profiles import Profile
+from console.hosts.profiles import Profile
 from console.sim.fleet import SimFleet
 from console.transport import remote
 from console.transport.ssh import HostSession

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from console.evidence.digests import HASH_BYTES, HostDigests, hash_batches
-from console.evidence.transfer import FileJob, Outcome, Placement, TransferError, fetch, run_bounded
-from console.profiles import Profile
+from console.hosts.profiles import Profile
+from console.package.digests import HASH_BYTES, HostDigests, hash_batches
+from console.package.transfer import FileJob, Outcome, Placement, TransferError, fetch, run_bounded
 from console.sim.fleet import SimFleet
 from console.transport.ssh import CommandRecord, HostSession
 
@@ -25,7 +25,7 @@ MiB = 1 << 20
 async def fetch_all(
     session: HostSession, files: list[tuple[str, int]], dest: Path, progress: list[int]
 ) -> list[Placement]:
-    """What console/evidence/snapshot.py does with a host's bench files."""
+    """What console/package/snapshot.py does with a host's bench files."""
     placed: list[Placement] = []
     async with session.sftp() as sftp, HostDigests(session, files) as digests:
 

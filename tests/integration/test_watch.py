@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
-from console.evidence import ledger
+from console.ledger import ledger
 from console.sim.failures import FailureTiming
 from console.sim.fleet import SimFleet, ThreadedSimFleet
 from console.sim.sglang import Timing

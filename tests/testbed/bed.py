@@ -14,7 +14,7 @@ from pathlib import Path
 
 import asyncssh
 
-from console.profiles import Profile, load_profile
+from console.hosts.profiles import Profile, load_profile
 from console.sim.fleet import HOST_NAMES, render_profile
 from console.transport.ssh import host_key_line
 from tests.testbed import layout, netns

@@ -6,7 +6,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from console.profiles import Profile
+from console.hosts.profiles import Profile
 from console.transport.ssh import Backoff, HostSession, HostState
 from tests.testbed.hosts import Host
 from tests.testbed.layout import SERVICE_PORT

@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from console.events import RolloutEvent, RolloutOutcome, RolloutProgress, RolloutStep
+from console.hosts.events import RolloutEvent, RolloutOutcome, RolloutProgress, RolloutStep
 from console.tuning.plan import parse_assignments, read_plan
 from console.tuning.rollout import Rollout, RolloutOptions
 from tests.testbed.bed import Testbed

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from console.evidence.manifest import MANIFEST_NAME
-from console.evidence.package import plan
-from console.evidence.snapshot import HostOutcome, run_snapshot
-from console.profiles import Profile
+from console.hosts.profiles import Profile
+from console.package.layout import plan
+from console.package.manifest import MANIFEST_NAME
+from console.package.snapshot import HostOutcome, run_snapshot
 from tests.testbed.bed import Testbed
 from tests.testbed.helpers import connected
 from tests.testbed.hosts import Host

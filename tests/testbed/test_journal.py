@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import pytest
 
-from console.events import JournalEntry
+from console.hosts.events import JournalEntry
 from console.transport.ssh import ConnState, HostSession
 from console.watch.journal import JournalFollower, decode_field
 from tests.testbed.bed import Testbed

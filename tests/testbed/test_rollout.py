@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from console.events import RolloutFinished, RolloutOutcome
+from console.hosts.events import RolloutFinished, RolloutOutcome
 from console.service.flags import read_flags
 from console.service.unit import ServiceExec, effective_service
 from console.transport.ssh import HostSession

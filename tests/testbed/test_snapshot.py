@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from console.audit import AuditLog
 from console.cli import build_parser
 from console.cli.snapshot import cmd_snapshot
-from console.evidence.manifest import MANIFEST_NAME, PART_SUFFIX
+from console.local.audit import AuditLog
+from console.package.manifest import MANIFEST_NAME, PART_SUFFIX
 from tests.testbed.bed import Testbed
 from tests.testbed.hosts import Host, wait_for
 from tests.testbed.layout import UNIT

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from console.state import load_last_good
+from console.local.state import load_last_good
 from tests.testbed.bed import Testbed
 from tests.testbed.hosts import Host
 from tests.testbed.layout import UNIT

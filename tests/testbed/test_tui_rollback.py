@@ -14,9 +14,9 @@ import pytest
 from textual.widgets import DataTable, Static
 
 from console.app import SpecopsApp
-from console.events import RolloutOutcome
-from console.fleet import Fleet
-from console.profiles import load_fleet
+from console.fleet.fleet import Fleet
+from console.hosts.events import RolloutOutcome
+from console.hosts.profiles import load_fleet
 from tests.testbed.bed import Testbed
 from tests.testbed.test_rollout import effective, flags_of, running_argv
 from tests.testbed.test_soak import host_history, specops_set

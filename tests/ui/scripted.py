@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from console.events import (
+from console.fleet.fleet import Fleet
+from console.hosts.events import (
     CrashDetected,
     HealthChecked,
     JournalEntry,
@@ -21,11 +22,10 @@ from console.events import (
     RolloutStep,
     ServiceStatus,
 )
-from console.evidence.package import Artifact
-from console.evidence.snapshot import HostSnapshot, PackageResult, SnapshotReport
-from console.evidence.transfer import Outcome
-from console.fleet import Fleet
-from console.profiles import Profile, load_fleet
+from console.hosts.profiles import Profile, load_fleet
+from console.package.layout import Artifact
+from console.package.snapshot import HostSnapshot, PackageResult, SnapshotReport
+from console.package.transfer import Outcome
 from console.sim.host import unit_file
 from console.transport.ssh import ConnState, HostState
 from console.tuning.history import HistoryEntry

@@ -8,7 +8,7 @@ from pathlib import Path
 from textual.message import Message
 
 from console.app import SpecopsApp
-from console.fleet import Fleet
+from console.fleet.fleet import Fleet
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
 from console.transport.ssh import ConnState

@@ -14,8 +14,8 @@ from rich.console import Console
 from textual.widgets import Static
 
 from console.app import SpecopsApp
-from console.fleet import Fleet
-from console.profiles import load_fleet
+from console.fleet.fleet import Fleet
+from console.hosts.profiles import load_fleet
 from console.transport.ssh import ConnState
 from tests.ui.support import simulated_fleet, until
 from widgets.bench_view import BenchScreen

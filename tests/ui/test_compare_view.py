@@ -11,9 +11,9 @@ from rich.console import Console
 from textual.widgets import Static
 
 from console.app import SpecopsApp
-from console.evidence.ledger import Experiment, Side, WindowStats, host_dir, save, text_of
-from console.fleet import Fleet
-from console.profiles import load_fleet
+from console.fleet.fleet import Fleet
+from console.hosts.profiles import load_fleet
+from console.ledger.ledger import Experiment, Side, WindowStats, host_dir, save, text_of
 from tests.ui.support import simulated_fleet, until
 from widgets.compare_view import CompareScreen
 

@@ -15,11 +15,11 @@ from textual.widgets.data_table import ColumnKey
 
 from console.app import SpecopsApp
 from console.cli.tui import build_app
-from console.events import RolloutOutcome
-from console.evidence.ledger import host_dir
-from console.evidence.ledger import load as load_experiments
-from console.fleet import Fleet
-from console.profiles import load_fleet
+from console.fleet.fleet import Fleet
+from console.hosts.events import RolloutOutcome
+from console.hosts.profiles import load_fleet
+from console.ledger.ledger import host_dir
+from console.ledger.ledger import load as load_experiments
 from console.sim.fleet import SimFleet
 from tests.ui.support import simulated_fleet, until
 from widgets.flag_editor import FlagEditorScreen

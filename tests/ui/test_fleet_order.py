@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from console.app import SpecopsApp
-from console.fleet import Fleet
-from console.inventory import load_inventory_fleet
+from console.fleet.fleet import Fleet
+from console.hosts.inventory import load_inventory_fleet
 from console.sim.fleet import SimFleet
 from tests.ui.support import simulated_fleet, until
 from widgets.commands import palette_commands

@@ -7,8 +7,8 @@ from pathlib import Path
 from textual.pilot import Pilot
 
 from console.app import SpecopsApp
-from console.fleet import Fleet
-from console.profiles import load_fleet
+from console.fleet.fleet import Fleet
+from console.hosts.profiles import load_fleet
 from console.sim.host import SimHost
 from tests.ui.support import simulated_fleet, until
 from widgets.fleet_rows import COLUMNS

@@ -20,9 +20,9 @@ from console.app import SpecopsApp
 from console.cli import flags as cli_flags
 from console.cli import parse_args
 from console.cli import set as cli_set
-from console.events import RolloutOutcome
-from console.fleet import Fleet
-from console.profiles import load_fleet
+from console.fleet.fleet import Fleet
+from console.hosts.events import RolloutOutcome
+from console.hosts.profiles import load_fleet
 from console.sim.fleet import SimFleet
 from console.tuning.history_rows import HostHistory
 from tests.ui.scripted import ScriptedFleet, profiles, scripted_history

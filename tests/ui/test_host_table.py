@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from textual.app import App, ComposeResult
 
-from console.events import ServiceStatus
-from console.fleet_filter import parse_filter
+from console.fleet.filter import parse_filter
+from console.hosts.events import ServiceStatus
 from console.transport.ssh import ConnState, HostState
 from widgets.host_table import HostTable
 

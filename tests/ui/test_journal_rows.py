@@ -11,7 +11,7 @@ from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 
 import widgets.journal_view as journal_view
-from console.events import JournalEntry
+from console.hosts.events import JournalEntry
 from widgets.journal_view import JournalView
 
 

@@ -14,8 +14,8 @@ from textual.pilot import Pilot
 from textual.widgets import Log
 
 from console.app import SpecopsApp
-from console.fleet import Fleet
-from console.profiles import load_fleet
+from console.fleet.fleet import Fleet
+from console.hosts.profiles import load_fleet
 from console.sim.fleet import SimFleet
 from console.watch.journal import LineFilter
 from tests.ui.support import simulated_fleet, until

@@ -10,10 +10,10 @@ import pytest
 from textual.command import CommandPalette
 
 from console.app import SpecopsApp
-from console.audit import AuditLog
-from console.fleet import Fleet
-from console.profiles import load_fleet
-from console.settings import Settings, state_dir
+from console.fleet.fleet import Fleet
+from console.hosts.profiles import load_fleet
+from console.local.audit import AuditLog
+from console.local.settings import Settings, state_dir
 from console.sim.fleet import SimFleet
 from tests.ui.support import simulated_fleet, until
 from widgets.audit_view import AuditScreen

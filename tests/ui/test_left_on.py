@@ -13,9 +13,9 @@ import pytest
 from textual.widgets import Static
 
 from console.app import SpecopsApp
-from console.events import RolloutStep
-from console.fleet import Fleet
-from console.profiles import load_fleet
+from console.fleet.fleet import Fleet
+from console.hosts.events import RolloutStep
+from console.hosts.profiles import load_fleet
 from console.sim.fleet import SimFleet
 from tests.integration.test_dropped_link import set_losing_the_link_at
 from tests.ui.support import simulated_fleet, until

@@ -13,8 +13,8 @@ import pytest
 from textual.pilot import Pilot
 
 from console.app import SpecopsApp
-from console.fleet import Fleet
-from console.profiles import load_fleet
+from console.fleet.fleet import Fleet
+from console.hosts.profiles import load_fleet
 from console.sim.fleet import SimFleet
 from tests.ui.support import simulated_fleet, until
 from widgets.accept_chart import AcceptChart

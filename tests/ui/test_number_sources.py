@@ -9,9 +9,9 @@ from typing import Any
 from textual.app import App, ComposeResult
 
 from console.app import SpecopsApp
-from console.events import MetricsUpdated
-from console.fleet import Fleet
-from console.profiles import load_fleet
+from console.fleet.fleet import Fleet
+from console.hosts.events import MetricsUpdated
+from console.hosts.profiles import load_fleet
 from tests.ui.support import simulated_fleet, until
 from widgets.host_table import HostTable
 

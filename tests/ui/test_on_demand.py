@@ -12,9 +12,9 @@ import pytest
 from textual.pilot import Pilot
 
 from console.app import SpecopsApp
-from console.evidence.snapshot import HostOutcome
-from console.fleet import Fleet
-from console.profiles import load_fleet
+from console.fleet.fleet import Fleet
+from console.hosts.profiles import load_fleet
+from console.package.snapshot import HostOutcome
 from console.sim.fleet import SimFleet
 from console.transport.ssh import ConnState
 from tests.ui.support import simulated_fleet, until

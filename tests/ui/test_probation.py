@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from console.app import SpecopsApp
-from console.events import RolloutOutcome
-from console.evidence import ledger
-from console.fleet import Fleet
-from console.profiles import load_fleet
+from console.fleet.fleet import Fleet
+from console.hosts.events import RolloutOutcome
+from console.hosts.profiles import load_fleet
+from console.ledger import ledger
 from console.sim.failures import FailureTiming
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from console.app import SpecopsApp
-from console.fleet import Fleet
-from console.profiles import load_fleet
+from console.fleet.fleet import Fleet
+from console.hosts.profiles import load_fleet
 from console.sim.host import SimHost
 from tests.ui.support import simulated_fleet, until
 from widgets.alerts import AlertsScreen

@@ -10,8 +10,8 @@ from rich.console import Console
 from textual.message import Message
 
 from console.app import SpecopsApp
-from console.events import SnapshotStage
-from console.fleet import Fleet
+from console.fleet.fleet import Fleet
+from console.hosts.events import SnapshotStage
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
 from console.transport.ssh import ConnState

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from console.app import SpecopsApp
-from console.fleet import Fleet
-from console.profiles import load_fleet
+from console.fleet.fleet import Fleet
+from console.hosts.profiles import load_fleet
 from console.sim.fleet import SimFleet
 from tests.ui.support import simulated_fleet, until
 from widgets.journal_view import JournalView, PromptInput

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from console.profiles import load_profile
+from console.hosts.profiles import load_profile
 from console.transport.ssh import HostSession
 
 PROFILE = """

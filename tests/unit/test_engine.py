@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from console.engine import SWITCH_INTERVAL_S, EngineThread
+from console.ui.engine import SWITCH_INTERVAL_S, EngineThread
 
 
 @pytest.fixture

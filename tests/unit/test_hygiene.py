@@ -9,6 +9,7 @@ guards can fail at all.
 
 from __future__ import annotations
 
+import ast
 import pkgutil
 import shutil
 import subprocess
@@ -124,7 +125,7 @@ def test_a_planted_textual_import_fails_both_guards(tmp_path: Path) -> None:
     for part in ("console", "widgets"):
         shutil.copytree(REPO / part, copy / part, ignore=ignore)
     shutil.copy(REPO / "pyproject.toml", copy / "pyproject.toml")
-    planted = copy / "console" / "evidence" / "digests.py"
+    planted = copy / "console" / "package" / "digests.py"
     planted.write_text(planted.read_text() + "\nimport textual  # planted\n")
 
     assert _loaded_ui(copy, core_modules(copy)) != []
@@ -137,7 +138,7 @@ def test_a_planted_textual_import_fails_both_guards(tmp_path: Path) -> None:
         env={"PATH": str(Path(sys.executable).parent), "PYTHONPATH": str(copy)},
     )
     assert result.returncode != 0
-    assert "console.evidence.digests -> textual" in result.stdout
+    assert "console.package.digests -> textual" in result.stdout
 
 
 def test_ruff_clean() -> None:
@@ -155,3 +156,36 @@ def test_mypy_clean() -> None:
 def test_import_contracts() -> None:
     result = subprocess.run(_tool("lint-imports"), cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _rooms(root: Path = REPO) -> list[Path]:
+    """Every package directory of console/ and widgets/: the rooms a newcomer walks into."""
+    return sorted(
+        init.parent
+        for part in ("console", "widgets")
+        for init in (root / part).rglob("__init__.py")
+    )
+
+
+def _unnamed_modules(room: Path) -> list[str]:
+    """The modules of `room` its docstring does not name (as `name.py`)."""
+    doc = ast.get_docstring(ast.parse((room / "__init__.py").read_text())) or ""
+    return sorted(
+        p.name for p in room.glob("*.py") if p.name != "__init__.py" and p.name not in doc
+    )
+
+
+def test_every_room_names_each_of_its_modules() -> None:
+    missing = {
+        str(room.relative_to(REPO)): names for room in _rooms() if (names := _unnamed_modules(room))
+    }
+    assert missing == {}, "say in the room's __init__ docstring what each module holds"
+
+
+def test_a_module_missing_from_its_room_docstring_is_found(tmp_path: Path) -> None:
+    room = tmp_path / "room"
+    room.mkdir()
+    (room / "__init__.py").write_text('"""A room.\n\n- `kept.py`: it is named.\n"""\n')
+    (room / "kept.py").write_text("")
+    (room / "forgotten.py").write_text("")
+    assert _unnamed_modules(room) == ["forgotten.py"]

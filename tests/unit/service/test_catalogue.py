@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.profiles import FlagSpec
+from console.hosts.profiles import FlagSpec
 from console.service.catalogue import Release, catalogue, deprecated_in, release_key, successor
 from console.service.execline import FlagError
 from console.service.flags import apply_flags, read_flags

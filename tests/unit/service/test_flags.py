@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from console.profiles import FlagSpec, FlagValue, Profile, load_profile
+from console.hosts.profiles import FlagSpec, FlagValue, Profile, load_profile
 from console.service.execline import (
     ExecCommand,
     FlagError,

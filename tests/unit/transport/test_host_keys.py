@@ -6,7 +6,7 @@ from pathlib import Path
 
 import asyncssh
 
-from console.profiles import Profile, parse_profile
+from console.hosts.profiles import Profile, parse_profile
 from console.transport.ssh import (
     connect_options,
     host_key_identity,

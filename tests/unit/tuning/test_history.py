@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from console.events import Throughput
+from console.hosts.events import Throughput
 from console.transport import remote
 from console.tuning.history import (
     HistoryEntry,

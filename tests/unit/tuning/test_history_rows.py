@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from console.events import Throughput
+from console.hosts.events import Throughput
 from console.tuning.history import current_entry
 from console.tuning.history_rows import (
     HostHistory,

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from console.profiles import Profile, parse_profile
+from console.hosts.profiles import Profile, parse_profile
+from console.local.settings import state_dir
+from console.local.state import LastGood, load_last_good, save_last_good
 from console.service.execline import FlagError
 from console.service.unit import effective_service
-from console.settings import state_dir
 from console.sim.host import unit_file
 from console.sim.sglang import help_text
-from console.state import LastGood, load_last_good, save_last_good
 from console.tuning.plan import arguments_to_check, known_arguments, make_plan, parse_assignments
 
 UNIT = "sglang-k26-ddtree.service"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from console.events import CrashDetected, InvocationChanged
-from console.profiles import Profile, load_profile
+from console.hosts.events import CrashDetected, InvocationChanged
+from console.hosts.profiles import Profile, load_profile
 from console.sim.fleet import render_profile
 from console.transport import remote
 from console.transport.ssh import Result

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from console.events import JournalEntry
+from console.hosts.events import JournalEntry
 from console.watch import journal
 from console.watch.journal import (
     MAX_CONTINUATION,

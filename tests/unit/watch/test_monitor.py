@@ -6,7 +6,7 @@ import statistics
 import threading
 from pathlib import Path
 
-from console.events import (
+from console.hosts.events import (
     CrashDetected,
     InvocationChanged,
     JournalEntry,
@@ -14,7 +14,7 @@ from console.events import (
     ServiceReady,
     ServiceStatus,
 )
-from console.profiles import Profile, parse_profile
+from console.hosts.profiles import Profile, parse_profile
 from console.watch.monitor import HostMonitor
 
 RUN_A, RUN_B = "a" * 32, "b" * 32

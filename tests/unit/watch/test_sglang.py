@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from console.profiles import MetricPattern
+from console.hosts.profiles import MetricPattern
 from console.watch.sglang import (
     DecodeBatch,
     DraftRunnerInit,

@@ -3,7 +3,7 @@ groups by the deepest group, and what a group's line adds up."""
 
 from __future__ import annotations
 
-from console.fleet_filter import NO_FILTER, parse_filter
+from console.fleet.filter import NO_FILTER, parse_filter
 from console.transport.ssh import ConnState, HostState
 from widgets.fleet_rows import GroupLine, HostRow, arrange, summarise
 

@@ -1,0 +1,137 @@
+"""Configurations side by side as the operator reads them: one rendering for the CLI and TUI.
+
+`specops compare` prints these Rich renderables and its `--json` record comes from here; the
+TUI's compare screen (widgets/compare_view.py) shows the same tables.
+
+No I/O, no Textual (Rich only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from console.findings.compare import Configuration, Delta, best, compare
+from console.ledger.ledger import SERIES, WindowStats
+
+LABELS = {
+    "accept_len": "accept len",
+    "accept_rate": "accept rate",
+    "gen_throughput": "tok/s",
+    "running_req": "running",
+    "queue_req": "queued",
+}
+
+Pair = tuple[Configuration, Configuration] | None
+
+
+def _stats(w: WindowStats | None, fmt: str = "{:.2f}") -> str:
+    if w is None:
+        return "-"
+    return f"{fmt.format(w.mean)} ± {fmt.format(w.stddev)} (n={w.count})"
+
+
+def _fmt(name: str) -> str:
+    return "{:.0f}" if name == "gen_throughput" else "{:.2f}"
+
+
+def compare_record(configs: list[Configuration], pair: Pair, note: str = "") -> dict[str, Any]:
+    top = best(configs)
+
+    def window(w: WindowStats | None) -> dict[str, Any] | None:
+        return dataclasses.asdict(w) if w is not None else None
+
+    return {
+        "configurations": [
+            {
+                "number": c.number,
+                "flags": dict(c.flags),
+                "status": c.status,
+                "rolled_back": bool(c.rolled_back),
+                "runs": [
+                    {
+                        "experiment": r.experiment,
+                        "role": r.role,
+                        "outcome": r.outcome,
+                        "invocation": r.side.invocation,
+                        "window": r.side.window,
+                    }
+                    for r in c.runs
+                ],
+                "windows": {name: window(c.window(name)) for name in SERIES},
+            }
+            for c in configs
+        ],
+        "best": top.number if top else None,
+        "a": pair[0].number if pair else None,
+        "b": pair[1].number if pair else None,
+        "deltas": [
+            {
+                "series": d.name,
+                "delta": d.delta,
+                "spread": d.spread,
+                "beyond_spread": d.beyond_spread,
+            }
+            for d in (compare(*pair) if pair else [])
+        ],
+        "note": note,
+    }
+
+
+def render_compare(configs: list[Configuration], pair: Pair, note: str = "") -> RenderableType:
+    top = best(configs)
+    table = Table(
+        "#", "configuration", "status", "runs", "accept len", "tok/s", title="configurations"
+    )
+    for c in configs:
+        mark = " (best)" if top is c else ""
+        table.add_row(
+            str(c.number),
+            escape(c.key) + mark,
+            escape(c.status),
+            str(len(c.invocations)),
+            _stats(c.window("accept_len")),
+            _stats(c.window("gen_throughput"), "{:.0f}"),
+        )
+    parts: list[RenderableType] = [table]
+    if pair is not None:
+        a, b = pair
+        side = Table(
+            "",
+            f"A: #{a.number}",
+            f"B: #{b.number}",
+            "Δ (B − A)",
+            "2·SE",
+            "beyond spread",
+            title=f"#{a.number} {escape(a.key)}  →  #{b.number} {escape(b.key)}",
+        )
+        for d in compare(a, b):
+            fmt = _fmt(d.name)
+            side.add_row(
+                LABELS[d.name],
+                _stats(d.a, fmt),
+                _stats(d.b, fmt),
+                "-" if d.delta is None else f"{d.delta:+.2f}",
+                "-" if d.spread is None else f"{d.spread:.2f}",
+                _beyond(d),
+            )
+        parts.append(side)
+    parts.append(
+        Text(f"best: #{top.number} {top.key}")
+        if top
+        else Text("best: none (every tried configuration was rolled back)")
+    )
+    if note:
+        parts.append(Text(note, style="dim"))
+    return Group(*parts)
+
+
+def _beyond(d: Delta) -> str:
+    if d.beyond_spread is None:
+        return "-"
+    return "yes" if d.beyond_spread else "no (within noise)"

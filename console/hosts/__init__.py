@@ -1,0 +1,9 @@
+"""What specops knows of a host before it connects, and the events it reports about one.
+
+- `profiles.py`: one TOML profile per host, validated into frozen pydantic models;
+- `inventory.py`: hosts from an Ansible inventory, with template profiles;
+- `events.py`: the domain events (connection state, journal, status, crash, rollout,
+  snapshot) the engine emits and the CLI and TUI show.
+
+The bottom room: everything may import it, and it imports nothing of specops.
+"""

@@ -1,0 +1,92 @@
+"""Pooled windows equal the statistics of all the samples at once; deltas are judged against
+twice their standard error; a rolled-back configuration is never best."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+
+import pytest
+
+from console.findings.compare import Delta, best, config_key, configurations, pool
+from console.ledger.ledger import Experiment, Side, WindowStats
+
+
+def test_window_stats_of_samples() -> None:
+    w = WindowStats.of([4.0, 4.2, 4.4, 4.6, 4.8])
+    assert w is not None
+    assert w.mean == pytest.approx(4.4)
+    assert (w.count, w.p50, w.min, w.max) == (5, 4.4, 4.0, 4.8)
+    assert w.stddev == pytest.approx(statistics.stdev([4.0, 4.2, 4.4, 4.6, 4.8]))
+    assert w.p10 == pytest.approx(4.08) and w.p90 == pytest.approx(4.72)
+    single = WindowStats.of([5.0])
+    assert single is not None and single.stddev == 0 and single.p10 == single.p90 == 5.0
+    assert WindowStats.of([]) is None
+
+
+def test_pooling_two_runs_is_exactly_the_stats_of_all_their_samples() -> None:
+    a, b = [4.1, 4.3, 4.4, 4.2], [5.9, 6.3, 5.5]
+    pooled = pool([WindowStats.of(a), WindowStats.of(b)])  # type: ignore[list-item]
+    assert pooled is not None
+    assert pooled.count == 7
+    assert pooled.mean == pytest.approx(statistics.fmean(a + b))
+    assert pooled.stddev == pytest.approx(statistics.stdev(a + b))
+    assert (pooled.min, pooled.max) == (4.1, 6.3)
+
+
+def test_a_difference_inside_twice_the_standard_error_is_noise() -> None:
+    near = Delta("accept_len", WindowStats.of([4.3, 4.5] * 5), WindowStats.of([4.35, 4.55] * 5))
+    far = Delta("accept_len", WindowStats.of([4.3, 4.5] * 5), WindowStats.of([5.8, 6.0] * 5))
+    assert near.beyond_spread is False and far.beyond_spread is True
+    assert far.delta == pytest.approx(1.5)
+    assert Delta("x", None, WindowStats.of([1.0])).beyond_spread is None
+
+
+def _side(inv: str, flags: Mapping[str, object], tput: list[float]) -> Side:
+    stats = WindowStats.of(tput)
+    assert stats is not None
+    return Side(inv, flags, {"gen_throughput": stats})
+
+
+def test_a_rolled_back_configuration_is_never_best_even_when_fastest() -> None:
+    b8, b32 = {"budget": 8}, {"budget": 32}
+    garbage = Experiment(
+        "b300", "u", "2026-12-03T10:00:00+00:00", "2026-12-03T10:05:00+00:00", "rolled_back",
+        _side("a" * 32, b8, [1600.0, 1650.0]), _side("b" * 32, b32, [2000.0, 2100.0]),
+        reason="smoke answer '¿¡' is not '4'",
+    )  # fmt: skip
+    configs = configurations([garbage])
+    top = best(configs)
+    assert top is not None and top.flags == b8
+    (rolled,) = [c for c in configs if c.flags == b32]
+    assert rolled.status == "rolled back: smoke answer '¿¡' is not '4'"
+    assert config_key({"cuda_graph": False, "budget": 16}) == "budget=16 cuda_graph=off"
+
+
+def test_what_a_rollback_gave_up_is_rolled_back_and_never_best() -> None:
+    """Budget 16 passed its soak and was fastest, then `specops rollback` (or probation, on a
+    crash an hour later) went back to budget 8: budget 16 is listed rolled back, not best."""
+    b8, b16 = {"budget": 8}, {"budget": 16}
+    change = Experiment(
+        "b300", "u", "2026-12-03T10:00:00+00:00", "2026-12-03T10:05:00+00:00", "kept",
+        _side("a" * 32, b8, [1600.0, 1650.0]), _side("b" * 32, b16, [2000.0, 2100.0]),
+    )  # fmt: skip
+    rollback = Experiment(
+        "b300", "u", "2026-12-03T11:00:00+00:00", "2026-12-03T11:05:00+00:00", "kept",
+        _side("b" * 32, b16, [2050.0]), _side("c" * 32, b8, [1620.0]), kind="rollback",
+    )  # fmt: skip
+    first, second = configurations([change, rollback])
+    assert (first.flags, second.flags) == (b8, b16)
+    assert second.status == "rolled back: by `specops rollback`"
+    assert not first.rolled_back and first.status == "kept"
+    top = best([first, second])
+    assert top is not None and top.flags == b8
+    by_probation = Experiment(
+        **{**rollback.__dict__, "source": "probation", "cause": "illegal_memory_access"}
+    )
+    assert configurations([change, by_probation])[1].status == (
+        "rolled back: illegal_memory_access (by probation)"
+    )
+    # Before any rollback, the fast kept change is best.
+    top = best(configurations([change]))
+    assert top is not None and top.flags == b16

@@ -1,0 +1,212 @@
+"""`specops report PACKAGE`: the findings report from a package holding the campaign's
+evidence — an autoregressive baseline at 133 tok/s, DDTree budget 8 + NVLS + CUDA graphs at
+303 tok/s, the 122-byte file a crashed sweep left, and a snapshot whose journal excerpt holds
+an illegal memory access during CUDA graph capture."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from console.cli import main
+from console.findings.report import REPORT_NAME, build_report, excerpt_crashes
+from console.hosts.events import JournalEntry
+from console.package.excerpt import build_excerpt
+from console.package.layout import write_metadata
+from console.package.manifest import MANIFEST_NAME, write_manifest
+from console.watch.journal import decode_lines
+
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "bench"
+T0 = 1_796_200_000
+CRASH = "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
+
+
+def _entries(messages: list[str]) -> list[JournalEntry]:
+    lines = [
+        json.dumps(
+            {
+                "__CURSOR": f"s=abc;i={i:x}",
+                "__REALTIME_TIMESTAMP": str((T0 + i) * 1_000_000),
+                "MESSAGE": m,
+                "_PID": "4007",
+                "_SYSTEMD_INVOCATION_ID": "b" * 32,
+            }
+        )
+        for i, m in enumerate(messages)
+    ]
+    return decode_lines("b300", lines)
+
+
+def _sglang(i: int, text: str) -> str:
+    return f"[2026-12-02 10:00:{i:02d} TP0] {text}"
+
+
+def _snapshot(package: Path, flags: dict[str, object], variant: str, crashed: bool) -> str:
+    messages = [_sglang(0, "Load weight begin. avail mem=176.44 GB")]
+    if crashed:
+        messages += [
+            _sglang(1, "Capture cuda graph begin. This can take up to several minutes."),
+            _sglang(2, "Scheduler hit an exception: Traceback (most recent call last):"),
+            '  File "cuda_graph_runner.py", line 412, in capture',
+            CRASH,
+        ]
+    else:
+        messages += [_sglang(3, "Decode batch, #running-req: 1, accept len: 4.36")]
+    excerpt = build_excerpt(
+        _entries(messages),
+        host="b300",
+        unit="sglang-k26-ddtree.service",
+        command="journalctl -u sglang-k26-ddtree.service -o json",
+        since="4 hours ago",
+        patterns=["accept len"],
+        context=5,
+        limit=200,
+    )
+    name = f"journal_excerpt.{variant}.txt"
+    (package / "b300_logs").mkdir(parents=True, exist_ok=True)
+    (package / "b300_logs" / name).write_text(excerpt.text)
+    stats = (
+        {}
+        if crashed
+        else {
+            "accept_len": {
+                "count": 40,
+                "last": 4.4,
+                "mean": 4.36,
+                "p50": 4.37,
+                "min": 4.1,
+                "max": 4.6,
+            }
+        }
+    )
+    body = {
+        "format": "specops-snapshot/1",
+        "host": "b300",
+        "unit": "sglang-k26-ddtree.service",
+        "active_state": "activating" if crashed else "active",
+        "sub_state": "auto-restart" if crashed else "running",
+        "n_restarts": 2 if crashed else 0,
+        "variant": variant,
+        "flags": flags,
+        "statistics": stats,
+        "journal": {"crash_signatures": list(excerpt.crashes)},
+        "artifacts": [{"path": f"b300_logs/{name}", "sha256": "0" * 64, "bytes": 1}],
+    }
+    return write_metadata(package, "b300", body).path
+
+
+@pytest.fixture
+def package(tmp_path: Path) -> Path:
+    root = tmp_path / "k26-ddtree-repro"
+    bench = root / "bench" / "results_b300"
+    bench.mkdir(parents=True)
+    for name in ("B300_ar.json", "B300_nvlsb8t4.json", "B300_b12t6.json"):
+        shutil.copy(FIXTURES / name, bench / name)
+    _snapshot(root, {"budget": 8, "topk": 4, "cuda_graph": True, "nvls": True}, "nvlsb8t4", False)
+    _snapshot(root, {"budget": 16, "topk": 4, "cuda_graph": True, "nvls": True}, "nvlsb16t4", True)
+    write_manifest(root)
+    return root
+
+
+def test_campaign_report_gives_the_exact_speedup_and_lists_the_crashed_run(package: Path) -> None:
+    assert main(["report", str(package)]) == 0
+    report = (package / REPORT_NAME).read_text()
+
+    assert "## b300 · SGLang release not recorded in the package" in report
+    assert "Speedup against **B300_ar** ([bench/results_b300/B300_ar.json]" in report
+    assert "| 1024 | 303 tok/s (2.28×), accept 4.36 | 4723 tok/s (1.63×), accept 4.36 |" in report
+    assert (
+        "**B300_nvlsb8t4** (host=b300 model=Kimi-K2.6 speculative_algorithm=DDTREE budget=8 "
+        "topk=4 cuda_graph=True nvls=True): 303 tok/s at C=1, context 1024, **2.28×** over "
+        "B300_ar (133 tok/s), accept 4.36"
+    ) in report
+    crashed_row = next(line for line in report.splitlines() if "bench B300_b12t6" in line)
+    assert "**no results (crashed run)** (122 bytes; not JSON" in crashed_row
+    assert "budget=12 topk=6 cuda_graph=True" in crashed_row
+    assert "(bench/results_b300/B300_b12t6.json)" in crashed_row
+
+
+def test_snapshot_crash_is_named_with_its_phase_line_and_a_link_to_it(package: Path) -> None:
+    report = build_report(package)
+
+    row = next(line for line in report.splitlines() if "budget=16" in line)
+    assert "**crashed**: illegal_memory_access during CUDA graph capture" in row
+    assert "service activating/auto-restart, NRestarts 2" in row
+    (crash,) = excerpt_crashes(package, "b300_logs/journal_excerpt.nvlsb16t4.txt")
+    assert crash.line == CRASH
+    excerpt = (package / "b300_logs/journal_excerpt.nvlsb16t4.txt").read_text().splitlines()
+    assert excerpt[int(crash.evidence.rsplit("#L", 1)[1]) - 1].strip() == CRASH
+    assert f"[{crash.evidence}](" in report
+    ok_row = next(
+        line for line in report.splitlines() if "snapshot: host=b300 variant=nvlsb8t4" in line
+    )
+    assert "ran, no crash signature" in ok_row
+
+
+def test_accept_length_statistics_link_their_snapshot(package: Path) -> None:
+    report = build_report(package)
+
+    row = next(line for line in report.splitlines() if "its invocation's decode lines" in line)
+    assert "| 40 | 4.36 | 4.37 | 4.10 | 4.60 | 4.40 |" in row
+    assert "(snapshots/b300-" in row
+
+
+def test_same_package_gives_byte_identical_report_and_sha256sum_passes(package: Path) -> None:
+    assert main(["report", str(package)]) == 0
+    first = (package / REPORT_NAME).read_bytes()
+    manifest = (package / MANIFEST_NAME).read_bytes()
+
+    assert main(["report", str(package)]) == 0
+
+    assert (package / REPORT_NAME).read_bytes() == first
+    assert (package / MANIFEST_NAME).read_bytes() == manifest
+    assert f"  {REPORT_NAME}\n" in manifest.decode()
+    check = subprocess.run(
+        ["sha256sum", "--strict", "-c", MANIFEST_NAME], cwd=package, capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_out_file_elsewhere_links_back_into_the_package(package: Path, tmp_path: Path) -> None:
+    out = tmp_path / "notes" / "findings.md"
+    out.parent.mkdir()
+    manifest = (package / MANIFEST_NAME).read_bytes()
+
+    assert main(["report", str(package), "--out", str(out)]) == 0
+
+    assert "(../k26-ddtree-repro/bench/results_b300/B300_ar.json)" in out.read_text()
+    assert not (package / REPORT_NAME).exists()
+    assert (package / MANIFEST_NAME).read_bytes() == manifest
+
+
+def test_a_summary_file_of_unknown_concurrency_is_not_best_over_a_measured_cell(
+    package: Path,
+) -> None:
+    (package / "bench" / "results_b300" / "ddtree_b4_graph.json").write_text(
+        '{"budget": 4, "cuda_graph": true, "accept_length": 4.46, "output_throughput": 1709.0}'
+    )
+
+    report = build_report(package)
+
+    best = report.split("### Best stable configuration", 1)[1]
+    assert best.split("\n\n", 2)[1].startswith("**B300_nvlsb8t4**")
+
+
+def test_serving_results_carry_their_release_and_accept_label(package: Path) -> None:
+    shutil.copy(FIXTURES / "sglang-0.5.23_bench_serving.jsonl", package / "bench" / "results_b300")
+
+    report = build_report(package)
+
+    assert "## b300 · SGLang 0.5.23" in report
+    assert "since server start or last /flush_cache" in report
+
+
+def test_empty_package_and_bad_paths(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    assert "holds no bench file, snapshot or experiment" in build_report(tmp_path / "empty")
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    assert main(["report", str(tmp_path / "empty"), "--out", str(tmp_path / "no/dir.md")]) == 2
