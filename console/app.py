@@ -137,8 +137,9 @@ class SpecopsApp(
         self._main_widgets = {}
         self.probation = ProbationGuard(
             fleet.sessions,
-            self._probation_rollback,
             self._probation_posted,
+            on_rollout=self._rollout_posted,
+            source="tui",
             read_only="read-only console" if self.read_only else None,
             on_window=fleet.probation,
         )

@@ -117,6 +117,16 @@ class FlagEditorScreen(ModalScreen["Plan | None"]):
             table.add_row(name, current, "", history, spec.type, spec.help, key=name)
         table.focus()
 
+    def show_history(self, history: Mapping[str, str]) -> None:
+        """The per-flag history, once the host's history was read (the editor opens first)."""
+        self.history = dict(history)
+        if not self.is_mounted:
+            return  # on_mount shows it
+        table: DataTable[str] = self.query_one(DataTable)
+        for name in self.profile.flags:
+            if name in table.rows:
+                table.update_cell(name, "history", self.history.get(name, ""), update_width=True)
+
     # --- state -------------------------------------------------------------------------
 
     @property

@@ -83,12 +83,16 @@ class RolloutScreen(Screen[None]):
     BINDINGS = [Binding("escape", "close", "Close (the rollout goes on)", id="rollout-close")]
 
     def __init__(self, plan: Plan, kind: str = "change") -> None:
+        """`kind`: "change" or "rollback" (an operator's or probation's), for the title."""
         super().__init__()
         self.plan = plan
         self.kind = kind
         """"change" (the flag editor) or "rollback" (`R`, the history view)."""
         self.result: RolloutFinished | None = None
         self._invocation: str | None = None
+        self._early: list[RolloutEvent] | None = []
+        """Events that came before the screen was mounted (a probation rollback's first
+        steps follow its screen at once); shown on mount. None once mounted."""
 
     def compose(self) -> ComposeResult:
         title = Text.assemble((self.plan.host, "bold"), f" · {self.plan.unit} · ")
@@ -109,9 +113,15 @@ class RolloutScreen(Screen[None]):
             table.add_column(column, key=column)
         self.query_one("#rollout-steps").border_title = "steps"
         self.query_one(LineLog).border_title = "journal of the new invocation"
+        early, self._early = self._early or [], None
+        for event in early:
+            self.show(event)
 
     def show(self, event: RolloutEvent) -> None:
         """One event of this screen's rollout (the App hands it over, on the UI thread)."""
+        if self._early is not None:
+            self._early.append(event)
+            return
         if isinstance(event, RolloutProgress):
             self._progress(event)
         elif isinstance(event, RolloutJournal):

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -140,6 +141,21 @@ def require_terminal() -> None:
             "the TUI needs a terminal on stdin and stdout; "
             "for scripts use `specops status`, `tail`, `flags`, `set` or `snapshot`"
         )
+
+
+@contextlib.contextmanager
+def human_to_stderr(enabled: bool = True) -> Iterator[None]:
+    """With `--json`, stdout holds only JSON lines: what is printed for people goes to
+    stderr meanwhile."""
+    if not enabled:
+        yield
+        return
+    before = out.file
+    out.file = sys.stderr
+    try:
+        yield
+    finally:
+        out.file = before
 
 
 def iso(ts: float) -> str:

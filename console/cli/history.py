@@ -45,12 +45,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def describe(entry: HistoryEntry) -> str:
-    """One line: `3  kept  change  2026-…  budget=16 cuda_graph=off  (alice@laptop)`."""
+    """One line: `3  kept  set  2026-…  budget=16 cuda_graph=off  (alice@laptop)`."""
     values = " ".join(f"{k}={format_value(v)}" for k, v in entry.values.items())
     outcome = entry.outcome
     if outcome == "started":
         outcome = "started (still running, or abandoned)"
-    line = f"{entry.n:>3}  {outcome}  {entry.kind}  {iso(entry.started_at)}  {values}"
+    line = f"{entry.n:>3}  {outcome}  {entry.what}  {iso(entry.started_at)}  {values}"
     if entry.who:
         line += f"  ({entry.who})"
     return line
@@ -80,7 +80,7 @@ async def cmd_history(args: argparse.Namespace) -> int:
             "unit": unit,
             "path": path,
             "last_good": good.n if good is not None else None,
-            "entries": [e.record() for e in reversed(entries)],
+            "entries": [{**e.record(), "action": e.what} for e in reversed(entries)],
         }
         print(json.dumps(record), flush=True)
         return EXIT_OK

@@ -3,14 +3,16 @@
 The target comes from the host's own history (console/tuning/rollback.py, shared with the
 TUI): by default the newest configuration that survived its soak and is not what runs now;
 `--to N` any entry; `--original` the unit with no specops drop-in. It then goes through
-exactly what `set` does: the diff, the build check, confirmation, restart, health, smoke and
-soak, with its own history entry (kind "rollback").
+exactly what `set` does: the diff, the build check, confirmation, then the one path of every
+change (console/tuning/change.py), named `rollback` in the history, the audit and the ledger.
+A secret flag (`secret = true`) keeps the value it has now: the history holds it masked.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 from typing import Any
 
 from rich.markup import escape
@@ -22,11 +24,13 @@ from console.cli.common import (
     EXIT_USAGE,
     connect,
     err,
+    human_to_stderr,
     load_profiles,
     out,
     read_only_reason,
 )
-from console.cli.set import run_plan, soak_seconds
+from console.cli.set import run_plan, soak_seconds, unchanged
+from console.hosts.events import ChangeAction
 from console.hosts.profiles import select
 from console.service.execline import FlagError
 from console.transport.ssh import Disconnected, HostSession, RemoteError
@@ -50,6 +54,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     cmd.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     cmd.add_argument("--dry-run", action="store_true", help="show the diff; change nothing")
     cmd.add_argument("--soak", type=soak_seconds, metavar="S", help="as for `specops set`")
+    cmd.add_argument("--json", action="store_true", help="the outcome as one JSON object on stdout")
     cmd.set_defaults(no_rollback=False)
 
 
@@ -74,13 +79,16 @@ async def cmd_rollback(args: argparse.Namespace) -> int:
     if session is None:
         return EXIT_UNREACHABLE
     try:
-        plan = await _plan(session, args)
-        if plan is None:
-            return EXIT_FAILED
-        if not plan.changed:
-            out.print(f"{profile.name}: already on that configuration ({plan.summary()})")
-            return EXIT_OK
-        return await run_plan(session, plan, args, kind="rollback")
+        with human_to_stderr(args.json):
+            plan = await _plan(session, args)
+            if plan is None:
+                return EXIT_FAILED
+            if not plan.changed:
+                out.print(f"{profile.name}: already on that configuration ({plan.summary()})")
+                if args.json:
+                    print(json.dumps(unchanged(profile.name, ChangeAction.ROLLBACK, plan)))
+                return EXIT_OK
+            return await run_plan(session, plan, args, action=ChangeAction.ROLLBACK)
     except Disconnected as exc:
         err.print(f"specops: {exc}", markup=False)
         return EXIT_UNREACHABLE

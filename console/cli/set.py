@@ -2,9 +2,10 @@
 
 `set` is the whole tuning step as one command: values are validated before any host is
 touched (exit 2), the diff is shown, the build is asked whether it knows the arguments, and
-after confirmation a `Rollout` applies the change and either ends healthy on it (exit 0) or
-rolls back and says why, with the failing journal excerpt (exit 1). Progress goes to stderr
-step by step; the outcome goes to stdout.
+after confirmation the one path every change takes (console/tuning/change.py: rollout,
+history, audit, ledger) either ends healthy on it (exit 0) or rolls back and says why, with
+the failing journal excerpt (exit 1). Progress goes to stderr step by step; the outcome goes
+to stdout (with `--json`, as one JSON object, and everything else to stderr).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import signal
 import sys
 import time
@@ -27,20 +29,25 @@ from console.cli.common import (
     EXIT_USAGE,
     connect,
     err,
+    human_to_stderr,
     load_profiles,
     out,
     read_only_reason,
 )
-from console.hosts.events import RolloutEvent, RolloutFinished, RolloutOutcome, RolloutProgress
+from console.hosts.events import (
+    ChangeAction,
+    RolloutEvent,
+    RolloutFinished,
+    RolloutOutcome,
+    RolloutProgress,
+)
 from console.hosts.profiles import select
-from console.ledger.ledger import NotOnHost, current_invocation, record_rollout, utc_now
-from console.local.audit import AuditLog, action_record
 from console.service.execline import FlagError
 from console.service.flags import format_value
 from console.transport.ssh import Disconnected, HostSession, RemoteError
 from console.tuning import history
+from console.tuning.change import ChangeOutcome, change
 from console.tuning.plan import Plan, check_arguments, parse_assignments, read_plan
-from console.tuning.rollout import Rollout, RolloutOptions
 
 EXCERPT_SHOWN = 25
 WAITING_EVERY_S = 15.0
@@ -77,6 +84,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     change.add_argument(
         "--no-rollback", action="store_true", help="leave a failing setting in place"
+    )
+    change.add_argument(
+        "--json", action="store_true", help="the outcome as one JSON object on stdout"
     )
 
 
@@ -130,17 +140,13 @@ class ProgressPrinter:
             self._status = None
 
 
-def _audit(plan: Plan, outcome: str) -> None:
-    """The action's own entry beside its commands: intent, drop-in, outcome."""
-    entry = action_record(plan.host, "set", plan.summary(), outcome, plan.dropin)
-    AuditLog().action(entry)
-
-
 def _say(text: str) -> None:
     out.print(text, soft_wrap=True)
 
 
-def _report(result: RolloutFinished, plan: Plan) -> None:
+def report(outcome: ChangeOutcome) -> None:
+    """How a change ended, for people (`set`, `rollback`, `watch`'s probation rollback)."""
+    result = outcome.result
     name = result.host
     for note in result.abandoned:
         err.print(
@@ -149,11 +155,24 @@ def _report(result: RolloutFinished, plan: Plan) -> None:
         )
     for warning in result.warnings:
         err.print(f"  [yellow]![/yellow] {name} at start-up: {escape(warning)}", soft_wrap=True)
+    _report_result(result, outcome.intent)
+    if outcome.experiment is not None:
+        _say(f"experiment recorded on the host: {escape(outcome.experiment)}")
+    else:
+        err.print(
+            f"specops: {name}: experiment not recorded on the host: {outcome.not_recorded}",
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+def _report_result(result: RolloutFinished, intent: str) -> None:
+    name = result.host
     if result.outcome is RolloutOutcome.APPLIED:
         accept = f", accept len {result.accept_len:.2f}" if result.accept_len is not None else ""
         soaked = f", stayed up {result.soaked_s:g}s" if result.soaked_s else ""
         _say(
-            f"[green]{name}: applied[/green] {escape(plan.summary())}; healthy "
+            f"[green]{name}: applied[/green] {escape(intent)}; healthy "
             f"(invocation {result.invocation_id[:12]}){accept}{soaked}"
         )
         return
@@ -196,7 +215,8 @@ async def cmd_set(args: argparse.Namespace) -> int:
     if session is None:
         return EXIT_UNREACHABLE
     try:
-        return await _set(session, args, changes)
+        with human_to_stderr(args.json):
+            return await _set(session, args, changes)
     except Disconnected as exc:
         err.print(f"specops: {exc}", markup=False)
         return EXIT_UNREACHABLE
@@ -214,6 +234,8 @@ async def _set(session: HostSession, args: argparse.Namespace, changes: dict[str
     if not plan.changed:
         await _report_abandoned(session, dry_run=args.dry_run)
         _say(f"{profile.name}: nothing to change ({escape(plan.summary())})")
+        if args.json:
+            print(json.dumps(unchanged(profile.name, ChangeAction.SET, plan)), flush=True)
         return EXIT_OK
     return await run_plan(session, plan, args)
 
@@ -238,23 +260,31 @@ async def _report_abandoned(session: HostSession, *, dry_run: bool) -> None:
         )
 
 
+def unchanged(host: str, action: ChangeAction, plan: Plan) -> dict[str, object]:
+    """`--json` when the host already runs what was asked for: nothing ran."""
+    return {"host": host, "action": action.value, "intent": plan.summary(), "outcome": "unchanged"}
+
+
+def show_plan(plan: Plan) -> None:
+    """The diff and the summary of a change about to run (secret values masked)."""
+    _print_diff(plan)
+    _say(f"{plan.host}: {escape(plan.summary())}")
+    if plan.release is not None:
+        err.print(f"  SGLang {escape(plan.release)} (the unit's interpreter)", style="dim")
+    for note in plan.notes:
+        err.print(f"  [yellow]![/yellow] {escape(note)}", soft_wrap=True)
+
+
 async def run_plan(
     session: HostSession,
     plan: Plan,
     args: argparse.Namespace,
     *,
-    kind: str = "change",
-    source: str = "cli",
+    action: ChangeAction = ChangeAction.SET,
 ) -> int:
-    """Diff, build check, confirm, then the rollout (also `specops rollback`'s way, and
-    `specops watch`'s probation rollback: `source` names it in the ledger)."""
+    """Diff, build check, confirm, then the change (also `specops rollback`'s way)."""
     profile = session.profile
-    _print_diff(plan)
-    _say(f"{profile.name}: {escape(plan.summary())}")
-    if plan.release is not None:
-        err.print(f"  SGLang {escape(plan.release)} (the unit's interpreter)", style="dim")
-    for note in plan.notes:
-        err.print(f"  [yellow]![/yellow] {escape(note)}", soft_wrap=True)
+    show_plan(plan)
     if profile.service.check_flags:
         try:
             checked = await check_arguments(session, plan)
@@ -268,7 +298,7 @@ async def run_plan(
             out.print(f"dry run: would remove {plan.dropin_path}", style="dim", soft_wrap=True)
         else:
             out.print(f"dry run: would write {plan.dropin_path}:", style="dim", soft_wrap=True)
-            out.print(plan.dropin, markup=False, highlight=False, soft_wrap=True)
+            out.print(plan.shown_dropin, markup=False, highlight=False, soft_wrap=True)
         soak_s = profile.service.soak_s if args.soak is None else args.soak
         out.print(
             f"then daemon-reload, restart {plan.unit}, wait up to "
@@ -287,60 +317,36 @@ async def run_plan(
         if answer not in ("y", "yes"):
             err.print("not applied")
             return EXIT_FAILED
-    before, started = await current_invocation(session), utc_now()  # for the ledger
     printer = ProgressPrinter()
-    options = RolloutOptions(rollback=not args.no_rollback, soak_s=args.soak, kind=kind)
-    rollout = asyncio.ensure_future(Rollout(session, plan, on_event=printer, options=options).run())
-    with _interrupt_twice(rollout, printer, profile.name):
+    running = asyncio.ensure_future(
+        change(
+            session,
+            plan,
+            action=action,
+            on_event=printer,
+            rollback=not args.no_rollback,
+            soak_s=args.soak,
+        )
+    )
+    with _interrupt_twice(running, printer, profile.name):
         try:
-            result = await rollout
+            outcome = await running
         except asyncio.CancelledError:
-            if not rollout.cancelled():
+            if not running.cancelled():
                 raise
             err.print(
                 f"specops: abandoned half way; check `specops status {profile.name}` and "
                 f"`specops flags {profile.name}`"
             )
-            _audit(plan, "abandoned half way (Ctrl-C twice)")
             return 130
         finally:
             printer.stop()
-    _audit(plan, result.summary())
-    _report(result, plan)
-    await _record(session, plan, before, started, result, kind, source)
-    if result.unreachable:
+    report(outcome)
+    if getattr(args, "json", False):
+        print(json.dumps(outcome.record(), default=str), flush=True)
+    if outcome.result.unreachable:
         return EXIT_UNREACHABLE
-    return EXIT_OK if result.ok else EXIT_FAILED
-
-
-async def _record(
-    session: HostSession,
-    plan: Plan,
-    before: str | None,
-    started: str,
-    result: RolloutFinished,
-    kind: str,
-    source: str,
-) -> None:
-    """The experiment into the host's ledger; a failure to record never changes the exit
-    status."""
-    try:
-        path = await record_rollout(
-            session,
-            plan,
-            result,
-            before_invocation=before,
-            started=started,
-            source=source,
-            kind=kind,
-        )
-    except NotOnHost as exc:
-        err.print(f"specops: experiment not in the host's ledger: {exc}", markup=False)
-        return
-    except (RemoteError, OSError) as exc:
-        err.print(f"specops: {plan.host}: experiment not recorded: {exc}", markup=False)
-        return
-    _say(f"experiment recorded on the host: {escape(str(path))}")
+    return EXIT_OK if outcome.ok else EXIT_FAILED
 
 
 @contextlib.contextmanager

@@ -47,7 +47,6 @@ def build_app(profiles: list[Profile], *, read_only: bool, follow: str | None = 
     fleet = Fleet(
         profiles,
         on_command=audit.record,
-        on_action=audit.action,
         server_metrics_s=settings.server_metrics_s,
         prometheus_url=settings.prometheus_url,
         connect_budget=settings.connect_budget,

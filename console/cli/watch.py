@@ -3,8 +3,9 @@
 Follows the hosts through the fleet's monitor (the same journal followers as the TUI) and
 prints crash alerts, restarts and each host's probation state. A crash or restart of a host on
 probation (console/tuning/probation.py) is announced with a countdown; when it runs out the
-host goes back to its last good configuration through exactly `specops rollback`'s way
-(`run_plan`: diff, restart, health, smoke, soak; its own history entry, audit and ledger).
+host goes back to its last good configuration through the one path of every change
+(console/tuning/change.py: restart, health, smoke, soak; its history entry, audit action and
+ledger record, named `probation-rollback`), started by the guard itself as in the TUI.
 
 Ctrl-C during a countdown cancels the rollbacks counting down: the host is left alone (the
 crash is noted in its history) and watching goes on. Ctrl-C at any other time (or SIGTERM)
@@ -22,7 +23,6 @@ import json
 import signal
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from rich.markup import escape
@@ -33,6 +33,7 @@ from console.cli.common import (
     EXIT_OK,
     EXIT_UNREACHABLE,
     err,
+    human_to_stderr,
     load_profiles,
     out,
     read_only_reason,
@@ -42,8 +43,7 @@ from console.hosts.events import CrashDetected, HostStateChanged, InvocationChan
 from console.hosts.profiles import select
 from console.local.audit import AuditLog
 from console.local.settings import load_settings
-from console.transport.ssh import ConnState, HostSession
-from console.tuning.plan import Plan
+from console.transport.ssh import ConnState
 from console.tuning.probation import (
     Probation,
     ProbationAnnounced,
@@ -51,6 +51,7 @@ from console.tuning.probation import (
     ProbationDone,
     ProbationEvent,
     ProbationGuard,
+    ProbationRolling,
     ProbationState,
     ProbationTick,
 )
@@ -94,20 +95,22 @@ class Watch:
         self.fleet = Fleet(
             profiles,
             on_command=audit.record,
-            on_action=audit.action,
             health_s=0,
             history=50,
             connect_budget=load_settings().connect_budget,
         )
         self.read_only = read_only_reason(args)
+        self.printer = set_.ProgressPrinter()
         self.guard = ProbationGuard(
             self.fleet.sessions,
-            self._rollback,
             self._probation_event,
+            on_rollout=self.printer,
+            source="cli",
             read_only=None if self.read_only is None else f"read-only ({self.read_only})",
             countdown_s=args.countdown,
         )
         self.stopped = asyncio.Event()
+        self._asked_at = -set_.INTERRUPT_CONFIRM_S
         self._shown: dict[str, str | None] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -230,7 +233,14 @@ class Watch:
                 host,
                 f"[yellow]{escape(event.detail)}[/yellow] (still watching; Ctrl-C again exits)",
             )
+        elif isinstance(event, ProbationRolling):
+            with human_to_stderr(self.as_json):
+                set_.show_plan(event.plan)
         elif isinstance(event, ProbationDone):
+            self.printer.stop()
+            if event.outcome is not None:
+                with human_to_stderr(self.as_json):
+                    set_.report(event.outcome)
             style = "green" if event.ok else "red"
             self.emit(
                 "probation_rollback",
@@ -241,36 +251,28 @@ class Watch:
                 detail=event.detail,
             )
 
-    # --- the rollback: `specops rollback`'s own way ------------------------------------
-
-    async def _rollback(self, session: HostSession, plan: Plan) -> bool:
-        options = argparse.Namespace(yes=True, dry_run=False, soak=None, no_rollback=False)
-        with self._human_output_to_stderr():
-            code = await set_.run_plan(session, plan, options, kind="rollback", source="probation")
-        self._catch_interrupts()  # run_plan had its own Ctrl-C handling meanwhile
-        return code == EXIT_OK
-
-    @contextlib.contextmanager
-    def _human_output_to_stderr(self) -> Iterator[None]:
-        """With --json, stdout holds only JSON lines: the rollout's text goes to stderr."""
-        if not self.as_json:
-            yield
-            return
-        before = out.file
-        out.file = sys.stderr
-        try:
-            yield
-        finally:
-            out.file = before
-
     # --- running -----------------------------------------------------------------------
 
     def _interrupted(self) -> None:
         cancelled = self.guard.cancel()
-        if not cancelled:
-            self.stopped.set()
+        if cancelled:
+            return
+        rolling = self.guard.rolling
+        now = time.monotonic()
+        if rolling and now - self._asked_at > set_.INTERRUPT_CONFIRM_S:
+            # Stopping between steps leaves the host half way: ask first, as `set` does.
+            self._asked_at = now
+            self.printer.stop()
+            err.print(
+                f"[yellow]a probation rollback is running on {', '.join(sorted(rolling))}"
+                f"[/yellow]: it ends healthy or failed by itself; press Ctrl-C again within "
+                f"{set_.INTERRUPT_CONFIRM_S:.0f}s to abandon it half way and stop watching"
+            )
+            return
+        self.stopped.set()
 
     def _catch_interrupts(self) -> None:
+        """Ctrl-C cancels a countdown, else ends the watch; SIGTERM ends it."""
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(signal.SIGINT, self._interrupted)

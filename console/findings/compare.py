@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from console.hosts.events import ChangeAction
 from console.ledger.ledger import SERIES, Experiment, Side, WindowStats
 
 BEST_BY = "gen_throughput"
@@ -173,7 +174,8 @@ def _given_up(experiment: Experiment) -> str:
     """Why a rollback left the configuration it ran from ("" for a change)."""
     if experiment.kind != "rollback":
         return ""
-    who = "probation" if experiment.source == "probation" else "`specops rollback`"
+    probation = experiment.what is ChangeAction.PROBATION_ROLLBACK
+    who = "probation" if probation else "`specops rollback`"
     return f"{experiment.cause} (by {who})" if experiment.cause else f"by {who}"
 
 

@@ -32,7 +32,6 @@ from console.hosts.events import (
     ServiceStatus,
 )
 from console.hosts.profiles import Profile
-from console.local.audit import ActionRecord
 from console.local.settings import CONNECT_BUDGET, IDLE_CLOSE_S
 from console.service.status import read_status
 from console.transport.ssh import (
@@ -78,7 +77,6 @@ class Fleet:
         poll_s: float = 30.0,
         health_s: float = 5.0,
         on_command: Callable[[CommandRecord], None] | None = None,
-        on_action: Callable[[ActionRecord], None] | None = None,
         server_metrics_s: float = 0.0,
         prometheus_url: str | None = None,
         connect_budget: int = CONNECT_BUDGET,
@@ -95,8 +93,6 @@ class Fleet:
         self.follow = follow
         self.history = history
         self.poll_s = poll_s
-        self.on_action = on_action
-        """Where an operator action's own entry goes (intent, drop-in, outcome): the audit log."""
         self.health_s = health_s
         """How often each host's `/health` is asked (0: never)."""
         self.health: dict[str, str] = {}

@@ -199,9 +199,32 @@ class RolloutStep(StrEnum):
     SMOKE = "smoke test"
     SETTLE = "first decode"
     SOAK = "soak"
-    REMEMBER = "remember"
     HISTORY = "history"
     RESTORE = "restore drop-in"
+
+
+class ChangeAction(StrEnum):
+    """What asked for a change, named alike in the audit log, the host's history and the
+    ledger (console/tuning/change.py runs every one of them)."""
+
+    SET = "set"
+    """An operator's new flag values (`specops set`, the TUI's flag editor)."""
+    ROLLBACK = "rollback"
+    """An operator's rollback (`specops rollback`, the TUI's `R` and history view)."""
+    PROBATION_ROLLBACK = "probation-rollback"
+    """A kept change that crashed during its probation, put back by the console."""
+
+    @property
+    def kind(self) -> str:
+        """ "rollback" when it goes back to an earlier configuration, else "change"."""
+        return "change" if self is ChangeAction.SET else "rollback"
+
+    @classmethod
+    def of_record(cls, kind: str, source: str = "") -> ChangeAction:
+        """The action of a record written before actions were named (its kind and source)."""
+        if kind != "rollback":
+            return cls.SET
+        return cls.PROBATION_ROLLBACK if source == "probation" else cls.ROLLBACK
 
 
 @dataclass(frozen=True)

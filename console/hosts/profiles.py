@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeAlias
 
@@ -24,6 +24,9 @@ Port = Annotated[int, Field(ge=1, le=65535, strict=True)]
 
 FlagValue: TypeAlias = int | float | str | bool | None
 """A flag's value: int/float/str (choice is a str), bool for switches, None when absent."""
+
+SECRET_MASK = "***"
+"""What a secret value is shown and stored as, wherever specops writes or prints it."""
 
 
 class _Strict(BaseModel):
@@ -251,6 +254,11 @@ class Profile(_Strict):
     @property
     def ssh_port(self) -> int:
         return self.ssh.port or 22
+
+    def masked(self, values: Mapping[str, FlagValue]) -> dict[str, FlagValue]:
+        """`values` with each `secret = true` flag's value shown as SECRET_MASK."""
+        secret = self.secret_names
+        return {k: SECRET_MASK if k in secret and v is not None else v for k, v in values.items()}
 
     @property
     def secret_names(self) -> frozenset[str]:

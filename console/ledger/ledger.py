@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from console.hosts.events import JournalEntry, RolloutFinished
+from console.hosts.events import ChangeAction, JournalEntry, RolloutFinished
 from console.local.files import publish_new, write_file
 from console.local.settings import state_dir
 from console.service.status import read_status
@@ -120,10 +120,14 @@ class Experiment:
     release: str | None = None
     """`sglang.__version__` the unit's interpreter answered when the change was planned."""
     source: str = "cli"
-    """Which console part made the change: "cli", "tui", "probation"."""
+    """Which console part made the change: "cli" or "tui" ("probation" in records written
+    before `action` was)."""
     kind: str = "change"
     """"change" (new flag values) or "rollback" (`specops rollback`, a probation rollback):
     a rollback that stayed marks the configuration it left as rolled back."""
+    action: str = ""
+    """What asked for it (console/hosts/events.py's ChangeAction), as the audit log and the
+    host's history name it; read from `kind` and `source` in older records."""
     cause: str = ""
     """Why the change was made, when something other than the operator decided it (probation:
     the crash that made it roll back a configuration that had passed its soak)."""
@@ -131,6 +135,14 @@ class Experiment:
     @property
     def kept(self) -> bool:
         return self.outcome == "kept"
+
+    @property
+    def what(self) -> ChangeAction:
+        """What asked for it (read from `kind` and `source` in records written before)."""
+        try:
+            return ChangeAction(self.action)
+        except ValueError:  # none, or one this release does not know
+            return ChangeAction.of_record(self.kind, self.source)
 
     def record(self) -> dict[str, Any]:
         data = asdict(self)
@@ -334,6 +346,7 @@ class Change(Protocol):
     def old_values(self) -> Mapping[str, Any]: ...
     @property
     def new_values(self) -> Mapping[str, Any]: ...
+    def masked(self, values: Mapping[str, Any]) -> Mapping[str, Any]: ...
 
 
 async def _measure_side(
@@ -353,18 +366,16 @@ async def record_rollout(
     before_invocation: str | None,
     started: str,
     source: str,
-    kind: str = "change",
+    action: ChangeAction = ChangeAction.SET,
     cause: str = "",
 ) -> PurePosixPath:
     """Measure both invocations from the journal and record the experiment on the host (and
     in the console's cache); its path on the host. Raises NotOnHost when the host's copy
     could not be written (the cache's is named in the message).
 
-    `source` names the console part ("cli", "tui", "probation"); `kind` is "rollback" for
-    `specops rollback` (a probation source always is one); `cause` says why, e.g. the
-    signature probation saw."""
-    if source == "probation":
-        kind = "rollback"
+    `source` names the console part ("cli", "tui"); `action` what asked for the change;
+    `cause` says why, e.g. the signature probation saw. Secret flags' values are recorded
+    masked (`change.masked`)."""
     unit, old_values, new_values = change.unit, change.old_values, change.new_values
     tried = result.invocation_id if result.ok else result.failed_invocation
     before, before_window = await _measure_side(
@@ -380,14 +391,15 @@ async def record_rollout(
         started=started,
         finished=utc_now(),
         outcome=OUTCOMES.get(result.outcome.value, result.outcome.value),
-        before=Side(before_invocation, dict(old_values), before, before_window),
-        after=Side(tried, dict(new_values), after, after_window),
+        before=Side(before_invocation, dict(change.masked(old_values)), before, before_window),
+        after=Side(tried, dict(change.masked(new_values)), after, after_window),
         reason=result.reason,
         signature=result.signature,
         phase=result.phase,
         release=release if isinstance(release, str) else None,
         source=source,
-        kind=kind,
+        kind=action.kind,
+        action=action.value,
         cause=cause,
     )
     try:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from console.local.redaction import REDACTED as REDACTED  # re-exported: the audit log's marker
 from console.local.redaction import redact as redact  # re-exported with REDACTED
+from console.local.redaction import redact_dropin
 from console.local.settings import state_dir
 from console.transport.ssh import CommandRecord
 
@@ -89,18 +90,6 @@ def action_record(
     now = datetime.now(UTC).isoformat(timespec="milliseconds")
     text = None if dropin is None else redact_dropin(dropin)
     return ActionRecord(now, host, action, intent, outcome, text)
-
-
-def redact_dropin(text: str) -> str:
-    """A unit drop-in with secret-looking values hidden (ExecStart words, Environment=)."""
-    lines = []
-    for line in text.splitlines():
-        key, eq, rest = line.partition("=")
-        if eq and key.strip() == "Environment":
-            lines.append(f"{key}={redact(rest)}")
-        else:
-            lines.append(redact(line))
-    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
 
 
 _POLLS = (("systemctl", "show"), ("systemctl", "cat"), ("systemctl", "is-active"))

@@ -80,3 +80,10 @@ def write_file(
     except BaseException:
         part.unlink(missing_ok=True)
         raise
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` in one step (its directory made 0700 if missing): readers
+    see the old file or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_file(path, text.encode("utf-8"), publish_replacing)

@@ -14,7 +14,9 @@ import re
 import shlex
 from collections.abc import Collection
 
-REDACTED = "***"
+from console.hosts.profiles import SECRET_MASK
+
+REDACTED = SECRET_MASK
 
 SECRET_PARTS = frozenset(
     {
@@ -87,6 +89,19 @@ def redact(command: str, extra: Collection[str] = ()) -> str:
         changed = changed or hidden != word
         out.append(hidden)
     return shlex.join(out) if changed else command
+
+
+def redact_dropin(text: str, extra: Collection[str] = ()) -> str:
+    """A unit drop-in with secret values hidden (ExecStart words, Environment= assignments);
+    `extra` as for `redact`."""
+    lines = []
+    for line in text.splitlines():
+        key, eq, rest = line.partition("=")
+        if eq and key.strip() == "Environment":
+            lines.append(f"{key}={redact(rest, extra)}")
+        else:
+            lines.append(redact(line, extra))
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
 
 
 def _quoted(value: str) -> str:

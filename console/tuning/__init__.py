@@ -1,5 +1,7 @@
 """Changing a flag safely: plan the change, roll it out, keep it or roll it back.
 
+- `change.py`: the one path of every change (set, rollback, probation's rollback): the
+  rollout, then the audit action and the ledger record, as one outcome;
 - `plan.py`: the diff of a change, validated before anything touches a host;
 - `rollout.py`: apply → restart → new invocation → ready → health → smoke → soak → keep or
   roll back (to the last soaked configuration, else the unit's original);
@@ -11,11 +13,12 @@
 - `invocation.py`: watching one invocation of the unit in its journal;
 - `smoke.py`: the end-to-end completion check;
 - `flag_history.py`: per flag, its last good value and the values it crashed with;
-- `probation.py`: a crash soon after a kept change, rolled back after a countdown (the front
-  end passes the function that runs and records the rollback).
+- `probation.py`: a crash soon after a kept change, rolled back after a countdown (through
+  `change.py`, on the loop that owns the sessions);
 - `history_rows.py`: a host's history as the TUI's history view shows it: one row per entry,
-  newest first;
+  newest first.
 
 Who may import it: the CLI, the app and widgets (for the types they show). It imports
-`service`, `watch`, `local`, `hosts` and `transport`; never `package`, `findings` or the fleet.
+`service`, `watch`, `ledger`, `local`, `hosts` and `transport`; never `package`, `findings`
+or the fleet.
 """

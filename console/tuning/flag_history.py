@@ -2,7 +2,7 @@
 
 The flag editor shows it beside each value, so someone about to try budget 16 with CUDA
 graphs sees "crashed 16" on that row before pressing `y`. From two sources: the last good
-configuration saved after a healthy rollout (console/local/state.py) and the crashes the console
+configuration of the host's own history (console/tuning/history.py) and the crashes the console
 has seen (with the flags their run had, console/watch/monitor.py). A crashed value is one
 that differed from the last good configuration, or, without one, from the values running
 now (with neither, every value of the crashed run is listed: which caused it is unknown).

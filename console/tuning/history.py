@@ -18,14 +18,16 @@ from __future__ import annotations
 import getpass
 import json
 import posixpath
+import shlex
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from console.hosts.events import RolloutFinished, RolloutOutcome, Throughput
-from console.hosts.profiles import FlagValue, Profile
+from console.hosts.events import ChangeAction, RolloutFinished, RolloutOutcome, Throughput
+from console.hosts.profiles import SECRET_MASK, FlagValue, Profile
+from console.local.redaction import is_secret_name, redact
 from console.service.flags import read_flags
 from console.service.unit import effective_service, without_file
 from console.transport import remote
@@ -58,7 +60,7 @@ def operator() -> str:
 class HistoryEntry:
     n: int
     kind: str
-    """"original", "change" or "rollback" (an operator's `specops rollback`)."""
+    """"original", "change" or "rollback" (an operator's or probation's rollback)."""
     outcome: str
     values: Mapping[str, FlagValue]
     argv: Sequence[str]
@@ -84,6 +86,17 @@ class HistoryEntry:
     """NRestarts of the failing invocation, read before reset-failed cleared it."""
     exception_line: str | None = None
     excerpt: Sequence[str] = ()
+    action: str = ""
+    """What asked for it (ChangeAction: `set`, `rollback`, `probation-rollback`), as the
+    audit log and the ledger name it; "" for the original (read from `kind` in entries
+    written before)."""
+
+    @property
+    def what(self) -> str:
+        """The action (read from `kind` in entries written before), or "original"."""
+        if self.action or self.kind == "original":
+            return self.action or self.kind
+        return ChangeAction.of_record(self.kind).value
 
     @property
     def good(self) -> bool:
@@ -142,17 +155,27 @@ async def save(session: HostSession, unit: str, entries: Sequence[HistoryEntry])
     return await replace_file(session, path, text, ".history.json.tmp")
 
 
+def masked_argv(argv: Sequence[str], secrets: Collection[str]) -> list[str]:
+    """A command line as the history records it: secret values masked."""
+    return shlex.split(redact(shlex.join(argv), secrets))
+
+
+def masked_environment(environment: Mapping[str, str], secrets: Collection[str]) -> dict[str, str]:
+    return {k: SECRET_MASK if is_secret_name(k, secrets) else v for k, v in environment.items()}
+
+
 def original_entry(profile: Profile, cat_text: str, dropin_path: str) -> HistoryEntry:
     """Entry 0: the unit's own configuration, without specops' drop-in."""
     service = effective_service(without_file(cat_text, dropin_path))
     values = read_flags(profile.flags, service.argv, service.environment)
+    secrets = profile.secret_names
     return HistoryEntry(
         n=0,
         kind="original",
         outcome="original",
-        values=dict(values),
-        argv=list(service.argv),
-        environment=dict(service.environment),
+        values=profile.masked(values),
+        argv=masked_argv(service.argv, secrets),
+        environment=masked_environment(service.environment, secrets),
         dropin=None,
         who="the unit's own files",
         profile=profile.name,
@@ -160,9 +183,10 @@ def original_entry(profile: Profile, cat_text: str, dropin_path: str) -> History
 
 
 def running_values(profile: Profile, cat_text: str) -> dict[str, FlagValue]:
-    """The profile's flags as the effective unit (`systemctl cat`) sets them now."""
+    """The profile's flags as the effective unit (`systemctl cat`) sets them now (secret
+    values masked, as the history records them)."""
     service = effective_service(cat_text)
-    return dict(read_flags(profile.flags, service.argv, service.environment))
+    return profile.masked(read_flags(profile.flags, service.argv, service.environment))
 
 
 def current_entry(
@@ -202,7 +226,7 @@ def mark_abandoned(entries: list[HistoryEntry]) -> list[HistoryEntry]:
 
 def abandoned_note(entry: HistoryEntry) -> str:
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.started_at))
-    who = f"{entry.kind} by {entry.who}, started {when}"
+    who = f"{entry.what} by {entry.who}, started {when}"
     return f"history entry {entry.n} ({who}) was abandoned half way"
 
 
@@ -230,10 +254,12 @@ EXCERPT_KEPT = 40
 class Recorder:
     """One rollout's entry: written "started" before anything changes, rewritten at the end."""
 
-    def __init__(self, session: HostSession, plan: Plan, kind: str = "change") -> None:
+    def __init__(
+        self, session: HostSession, plan: Plan, action: ChangeAction = ChangeAction.SET
+    ) -> None:
         self.session = session
         self.plan = plan
-        self.kind = kind
+        self.action = action
         self.entry: HistoryEntry | None = None
         self.last_good: HistoryEntry | None = None
         """The host's last good entry when this rollout began (its rollback target)."""
@@ -253,12 +279,13 @@ class Recorder:
         plan = self.plan
         self.entry = HistoryEntry(
             n=next_number(entries),
-            kind=self.kind,
+            kind=self.action.kind,
+            action=self.action.value,
             outcome="started",
-            values=dict(plan.new_values),
-            argv=list(plan.new_argv),
-            environment=dict(plan.new_environment),
-            dropin=plan.dropin,
+            values=plan.masked(plan.new_values),
+            argv=masked_argv(plan.new_argv, plan.secrets),
+            environment=masked_environment(plan.new_environment, plan.secrets),
+            dropin=plan.shown_dropin,
             who=operator(),
             profile=self.session.profile.name,
         )

@@ -57,6 +57,7 @@ class LeftOn:
             data.update(
                 entry=self.entry.n,
                 kind=self.entry.kind,
+                action=self.entry.what,
                 outcome=self.entry.outcome,
                 who=self.entry.who,
                 started_at=self.entry.started_at,
@@ -92,7 +93,7 @@ def _differing(
 
 def _entry_note(entry: HistoryEntry) -> str:
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.started_at))
-    what = f"{entry.kind} #{entry.n} by {entry.who}, {when}"
+    what = f"{entry.what} #{entry.n} by {entry.who}, {when}"
     if entry.outcome == "started":
         return f"{what}, never finished: the console stopped or lost the link (or still runs)"
     if entry.outcome == "abandoned":

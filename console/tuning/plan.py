@@ -23,7 +23,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from console.hosts.profiles import FlagSpec, FlagValue, Profile
+from console.hosts.profiles import SECRET_MASK, FlagSpec, FlagValue, Profile
+from console.local.redaction import redact_dropin, redact_text
 from console.service.catalogue import Release, catalogue
 from console.service.execline import FlagError
 from console.service.flags import (
@@ -95,19 +96,34 @@ class Plan:
     """The profile's flags as this release takes them (None: as the profile writes them)."""
     notes: tuple[str, ...] = ()
     """Deprecated arguments met on the way, one sentence each."""
+    secrets: frozenset[str] = frozenset()
+    """The profile's `secret = true` flags, arguments and variables: their values are shown
+    and recorded as SECRET_MASK (the diff already is)."""
 
     @property
     def changed(self) -> bool:
         return bool(self.diff)
 
+    def masked(self, values: Mapping[str, FlagValue]) -> dict[str, FlagValue]:
+        """`values` as they may be shown or recorded: secret flags' values masked."""
+        return {
+            k: SECRET_MASK if k in self.secrets and v is not None else v for k, v in values.items()
+        }
+
     def summary(self) -> str:
-        """`budget 8 → 16, cuda_graph on → off` (only the flags that change)."""
+        """`budget 8 → 16, cuda_graph on → off` (only the flags that change; secrets masked)."""
+        old, new = self.masked(self.old_values), self.masked(self.new_values)
         parts = [
-            f"{name} {format_value(self.old_values.get(name))} → {format_value(value)}"
+            f"{name} {format_value(old.get(name))} → {format_value(new[name])}"
             for name, value in self.new_values.items()
             if value != self.old_values.get(name)
         ]
         return ", ".join(parts) or "no change"
+
+    @property
+    def shown_dropin(self) -> str | None:
+        """The drop-in as it may be shown or recorded (secret values masked)."""
+        return None if self.dropin is None else redact_dropin(self.dropin, self.secrets)
 
 
 def make_plan(
@@ -151,12 +167,13 @@ def make_plan(
         new_values=new_values,
         new_argv=tuple(new_argv),
         new_environment=new_env,
-        diff=diff,
+        diff=redact_text(diff, profile.secret_names),
         dropin=dropin_for(profile.flags, service, new_argv, new_env),
         dropin_path=dropin_path(unit),
         release=version,
         specs=mapped.specs,
         notes=mapped.notes,
+        secrets=profile.secret_names,
     )
 
 
@@ -190,9 +207,10 @@ def original_plan(profile: Profile, cat_text: str) -> Plan:
         new_values=new_values,
         new_argv=tuple(target.argv),
         new_environment=new_env,
-        diff=diff,
+        diff=redact_text(diff, profile.secret_names),
         dropin=None,
         dropin_path=path,
+        secrets=profile.secret_names,
     )
 
 

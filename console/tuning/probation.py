@@ -18,8 +18,10 @@ is read again before anything is changed, so a host that moved on meanwhile is l
 Outside probation a crash stays an alert. `service.auto_rollback = false` and a read-only
 console only announce that the host crashed on probation.
 
-No Textual and no ledger: the front end passes the function that runs the rollback
-(`specops watch` and the TUI each record it as an experiment).
+No Textual: the rollback starts here, on the loop that owns the sessions, through the one
+path every change takes (console/tuning/change.py, action `probation-rollback`: history,
+audit, ledger), so `specops watch` and the TUI do the same thing; a front end only shows
+the events (`ProbationRolling`, then the rollout's, then `ProbationDone` with the outcome).
 """
 
 from __future__ import annotations
@@ -28,13 +30,20 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from console.hosts.events import CrashDetected, HostStateChanged, InvocationChanged
+from console.hosts.events import (
+    ChangeAction,
+    CrashDetected,
+    HostStateChanged,
+    InvocationChanged,
+    RolloutEvent,
+)
 from console.transport import remote
 from console.transport.ssh import ConnState, HostSession, RemoteError
 from console.tuning import history
+from console.tuning.change import ChangeOutcome, change
 from console.tuning.history import HistoryEntry, HistoryError
 from console.tuning.invocation import EXCEPTION_RE
 from console.tuning.plan import Plan, original_plan
@@ -148,6 +157,14 @@ class ProbationCancelled:
 
 
 @dataclass(frozen=True)
+class ProbationRolling:
+    """The countdown ran out: the rollback of `plan` starts now (its rollout events follow)."""
+
+    host: str
+    plan: Plan
+
+
+@dataclass(frozen=True)
 class ProbationDone:
     """The probation rollback ended (`ok`: healthy on the last good configuration) or was
     skipped (`skipped` says why: the host moved on meanwhile, nothing to go back to)."""
@@ -156,6 +173,8 @@ class ProbationDone:
     ok: bool
     detail: str
     skipped: bool = False
+    outcome: ChangeOutcome | None = None
+    """The rollback's own outcome, when one ran."""
 
 
 @dataclass(frozen=True)
@@ -167,11 +186,13 @@ class ProbationState:
 
 
 ProbationEvent = (
-    ProbationAnnounced | ProbationTick | ProbationCancelled | ProbationDone | ProbationState
+    ProbationAnnounced
+    | ProbationTick
+    | ProbationCancelled
+    | ProbationRolling
+    | ProbationDone
+    | ProbationState
 )
-
-RollbackRunner = Callable[[HostSession, Plan], Awaitable[bool]]
-"""Runs the verified rollback of a plan (kind "rollback") and records it; True when healthy."""
 
 
 def _entry(probation: Probation | None) -> int | None:
@@ -192,9 +213,10 @@ class ProbationGuard:
     def __init__(
         self,
         sessions: Mapping[str, HostSession],
-        run_rollback: RollbackRunner,
         on_event: Callable[[ProbationEvent], None],
         *,
+        on_rollout: Callable[[RolloutEvent], None] | None = None,
+        source: str = "cli",
         read_only: str | None = None,
         countdown_s: float | None = None,
         clock: Callable[[], float] = time.time,
@@ -206,8 +228,11 @@ class ProbationGuard:
         """Told after every history read: seconds of probation the host has left (None: not
         on probation). The fleet keeps such a host open in on-demand mode (its crash watch
         needs the journal live)."""
-        self.run_rollback = run_rollback
         self.on_event = on_event
+        self.on_rollout = on_rollout
+        """Where the rollback's rollout events go (its progress, as a flag change's)."""
+        self.source = source
+        """The console part, as the ledger names it: "cli" (`specops watch`) or "tui"."""
         self.read_only = read_only
         """Why this console is read-only, e.g. `read-only (--read-only)` (alerts only), or
         None."""
@@ -222,6 +247,8 @@ class ProbationGuard:
         self._busy: dict[str, asyncio.Task[None]] = {}
         self._cancel: dict[str, asyncio.Event] = {}
         self.rollbacks_failed = 0
+        self.rolling: set[str] = set()
+        """Hosts whose probation rollback runs now."""
         self._known: set[str] = set()
         """Hosts whose probation state was reported at least once."""
         self._tasks: set[asyncio.Task[None]] = set()
@@ -392,13 +419,31 @@ class ProbationGuard:
                 ProbationDone(host, True, f"already on {where}: nothing to do", skipped=True)
             )
             return
-        ok = await self.run_rollback(session, plan)
-        if not ok:
+        self.on_event(ProbationRolling(host, plan))
+        self.rolling.add(host)
+        try:
+            outcome = await self._change(session, plan, crash)
+        finally:
+            self.rolling.discard(host)
+        if not outcome.ok:
             self.rollbacks_failed += 1
-        detail = f"back on {where}" if ok else f"the rollback to {where} failed"
-        self.on_event(ProbationDone(host, ok, detail))
+        detail = f"back on {where}" if outcome.ok else f"the rollback to {where} failed"
+        self.on_event(ProbationDone(host, outcome.ok, detail, outcome=outcome))
         with contextlib.suppress(HistoryError, RemoteError):
             await self.refresh(host)  # a kept rollback starts a probation of its own
+
+    async def _change(
+        self, session: HostSession, plan: Plan, crash: ProbationCrash
+    ) -> ChangeOutcome:
+        return await change(
+            session,
+            plan,
+            action=ChangeAction.PROBATION_ROLLBACK,
+            on_event=self.on_rollout,
+            source=self.source,
+            cause=f"{crash.signature or 'a restart'} {crash.since_kept_s:.0f}s after entry "
+            f"{crash.entry} was kept",
+        )
 
     async def _countdown(self, host: str, seconds: float) -> bool:
         """True when it ran out; False when the operator cancelled it."""

@@ -43,7 +43,9 @@ def entry_plan(profile: Profile, cat_text: str, target: HistoryEntry) -> Plan:
     """Pure: the plan that puts history entry `target` back (no drop-in: the original)."""
     if target.dropin is None:
         return original_plan(profile, cat_text)
-    return make_plan(profile, cat_text, dict(target.values))
+    # Secret values are masked in the history: those stay as the unit has them now.
+    values = {k: v for k, v in target.values.items() if k not in profile.secret_names}
+    return make_plan(profile, cat_text, values)
 
 
 def choose_target(

@@ -9,8 +9,8 @@ record InvocationID, NRestarts, the current drop-in and a journal cursor → wri
 to a temp name and rename it → daemon-reload → check NeedDaemonReload=no → restart → wait for
 a new InvocationID → watch that invocation's journal for crash signatures while polling
 `/health` through the SSH connection → smoke completion → wait for the first decode line →
-soak for `service.soak_s` (console/tuning/soak.py) → remember the configuration as the host's
-last good one (only a soaked change becomes one).
+soak for `service.soak_s` (console/tuning/soak.py); the host's history entry, rewritten "kept",
+makes it the host's last good configuration (only a soaked change becomes one).
 
 Every rollout is an entry in the host's own history (console/tuning/history.py), written
 "started" before anything changes and rewritten with the outcome.
@@ -36,7 +36,7 @@ from console.hosts.events import (
     RolloutOutcome,
     RolloutStep,
 )
-from console.local.state import LastGood, save_last_good
+from console.hosts.profiles import SECRET_MASK
 from console.service.flags import read_flags
 from console.service.unit import effective_service, without_file
 from console.transport import remote
@@ -44,6 +44,7 @@ from console.transport.ssh import Disconnected, RemoteError
 from console.tuning.history import HistoryError, abandoned_note
 from console.tuning.invocation import InvocationWatch
 from console.tuning.left_on import ROLLBACK_FAILED
+from console.tuning.rollback import entry_plan
 from console.tuning.soak import stage_of
 from console.tuning.steps import (
     SIGNATURE_RANK,
@@ -128,7 +129,6 @@ class Rollout(RolloutSteps):
         except (_Failure, RemoteError) as exc:
             failure = exc if isinstance(exc, _Failure) else _Failure(str(exc))
             return await self._fail(failure, previous, cause=exc)
-        self._remember(invocation)
         return self._finished(
             RolloutOutcome.APPLIED,
             invocation_id=invocation,
@@ -175,23 +175,6 @@ class Rollout(RolloutSteps):
         entry = self._history.entry
         assert entry is not None
         self._step(RolloutStep.HISTORY, "ok", f"entry {entry.n} started: {self._history.path}")
-
-    def _remember(self, invocation: str) -> None:
-        record = LastGood(
-            host=self.plan.host,
-            unit=self.unit,
-            values=dict(self.plan.new_values),
-            argv=list(self.plan.new_argv),
-            environment=dict(self.plan.new_environment),
-            dropin=self.plan.dropin,
-            invocation_id=invocation,
-        )
-        try:
-            path = save_last_good(record)
-        except OSError as exc:
-            self._step(RolloutStep.REMEMBER, "failed", f"cannot save the last good state: {exc}")
-            return
-        self._step(RolloutStep.REMEMBER, "ok", str(path))
 
     # --- failure and rollback ----------------------------------------------------------
 
@@ -324,7 +307,12 @@ class Rollout(RolloutSteps):
         good = self._history.last_good
         if good is None:
             return previous, "the previous configuration", dict(self.plan.old_values)
-        return good.dropin, f"history entry {good.n} (last good)", dict(good.values)
+        dropin = good.dropin
+        if dropin is not None and SECRET_MASK in dropin:
+            # The history holds secrets masked: the entry's flags go back on the unit as it
+            # is, whose secret values stay as they are (a rollback never restores a secret).
+            dropin = entry_plan(self.profile, self._cat, good).dropin
+        return dropin, f"history entry {good.n} (last good)", dict(good.values)
 
     async def _restore(self, text: str | None, label: str, report: dict[str, Any]) -> str:
         """Put `text` back as our drop-in (None: none) and verify it like a change."""

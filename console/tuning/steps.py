@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import posixpath
 import time
 from collections.abc import Awaitable, Callable
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from console.hosts.events import (
+    ChangeAction,
     RolloutEvent,
     RolloutFinished,
     RolloutJournal,
@@ -62,8 +64,8 @@ class RolloutOptions:
     reconnect_s: float = 30.0
     """How long a dropped SSH link may take to come back before the rollout gives up."""
     excerpt_lines: int = 80
-    kind: str = "change"
-    """What the host's history calls this rollout: "change" or "rollback" (`specops rollback`)."""
+    action: ChangeAction = ChangeAction.SET
+    """What asked for it, as the host's history names it (console/tuning/change.py)."""
 
 
 class StepFailure(Exception):
@@ -105,7 +107,7 @@ class RolloutSteps:
         """In a rollback: the target drop-in is installed (and reloaded)."""
         self._expect: ServiceExec | None = None
         """In a rollback: the effective unit the restored drop-in must give."""
-        self._history = Recorder(session, plan, options.kind)
+        self._history = Recorder(session, plan, options.action)
         self._abandoned: tuple[str, ...] = ()
         self._failed_restarts: int | None = None
         self._cat = ""
@@ -444,7 +446,7 @@ class RolloutSteps:
     def _finished(
         self, outcome: RolloutOutcome, reason: str = "", **fields: Any
     ) -> RolloutFinished:
-        return RolloutFinished(
+        finished = RolloutFinished(
             host=self.plan.host,
             outcome=outcome,
             reason=reason,
@@ -452,3 +454,6 @@ class RolloutSteps:
             warnings=tuple(self._watch.warnings) if self._watch is not None else (),
             **fields,
         )
+        if finished.flags:  # shown and recorded: secret values masked
+            finished = dataclasses.replace(finished, flags=self.plan.masked(finished.flags))
+        return finished

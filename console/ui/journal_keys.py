@@ -8,8 +8,8 @@ from datetime import datetime
 from textual import on
 from textual.widgets import Input
 
+from console.local.files import write_atomic
 from console.local.settings import state_dir
-from console.local.state import write_atomic
 from console.ui.shell import Shell
 from widgets.journal_view import JournalView, PromptInput
 

@@ -1,27 +1,31 @@
 """Changing a host's flags safely from the TUI: the flag editor (`f`), the host's history
-and rollbacks (`h`, `R`), the rollout that runs either on the engine, and the probation
-rollbacks it arms (`x` cancels them). Every change shows on its own rollout screen."""
+and rollbacks (`h`, `R`), and the probation rollbacks the engine runs (`x` cancels them).
+
+A change or a rollback is planned and confirmed here, then runs on the engine through the one
+path of every change (console/tuning/change.py: history, audit, ledger), as an app worker
+that outlives its screen. A probation rollback starts in the domain (the guard, on the
+engine) exactly as in `specops watch`; this module only shows it. Every change shows on its
+own rollout screen.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import logging
+from collections.abc import Callable
 
 from textual import on
 
-from console.hosts.events import RolloutEvent
+from console.hosts.events import ChangeAction, RolloutEvent
 from console.hosts.profiles import FlagValue
-from console.ledger.ledger import NotOnHost, current_invocation, record_rollout, utc_now
-from console.local.audit import action_record
-from console.local.state import load_last_good
-from console.transport.ssh import HostSession, RemoteError
+from console.transport.ssh import RemoteError
+from console.tuning import history
+from console.tuning.change import ChangeOutcome, change
 from console.tuning.flag_history import flag_history
+from console.tuning.history import HistoryEntry
 from console.tuning.history_rows import read_host_history
 from console.tuning.plan import Plan, prepare
-from console.tuning.probation import ProbationEvent
+from console.tuning.probation import ProbationDone, ProbationEvent, ProbationRolling
 from console.tuning.rollback import prepare_rollback
-from console.tuning.rollout import Rollout, RolloutOptions
 from console.ui.shell import NOTIFY_TIMEOUT_S, Shell
 from widgets.flag_editor import FlagEditorScreen
 from widgets.history_view import HistoryScreen
@@ -53,40 +57,71 @@ class RolloutActions(Shell):
         name = self.selected_host
         if name is None or len(self.screen_stack) > 1:  # one editor at a time, from the main view
             return
-        if any(w.group == rollout_group(name) and not w.is_finished for w in self.workers):
+        if self._changing(name):
             self.notify(f"{name}: a flag change is already running", title="flags")
             return
         session = self.fleet.sessions[name]
         status = self.fleet.status.get(name)
+        crashed = [c.flags for c in self.fleet.monitors[name].crashes if c.flags]
+        running = status.flags if status else None
+
+        def hints(good: HistoryEntry | None) -> dict[str, str]:
+            # Without a last good configuration, the values running now are the baseline: a
+            # value that crashed is one that differs from them (not every value of that run).
+            baseline = good.values if good else running
+            return flag_history(session.profile.flags, baseline, crashed, good=good is not None)
 
         async def planner(changes: dict[str, FlagValue]) -> Plan:
             return await self.on_hosts([name], lambda: prepare(session, changes), "flags")
 
-        last_good = load_last_good(name)
-        crashed = [c.flags for c in self.fleet.monitors[name].crashes if c.flags]
-        # Without a last good configuration, the values running now are the baseline: a
-        # value that crashed is one that differs from them (not every value of that run).
-        baseline = last_good.values if last_good else (status.flags if status else None)
-        history = flag_history(session.profile.flags, baseline, crashed, good=last_good is not None)
-        editor = FlagEditorScreen(
-            session.profile, status.flags if status else {}, planner, history=history
-        )
+        editor = FlagEditorScreen(session.profile, running or {}, planner, history=hints(None))
         self.push_screen(editor, callback=self._flags_confirmed)
+        self.run_worker(
+            self._read_last_good(name, editor, hints), group=f"editor:{name}", exit_on_error=False
+        )
 
-    def _flags_confirmed(self, plan: Plan | None, kind: str = "change") -> None:
+    async def _read_last_good(
+        self,
+        name: str,
+        editor: FlagEditorScreen,
+        hints: Callable[[HistoryEntry | None], dict[str, str]],
+    ) -> None:
+        """The editor's per-flag history from the host's last good configuration: the answer
+        `specops flags` and `specops rollback` read (the editor opens before it arrives)."""
+        session = self.fleet.sessions[name]
+        unit = session.profile.service.unit
+        try:
+            entries = await self.on_hosts([name], lambda: history.load(session, unit), "flags")
+        except (history.HistoryError, RemoteError) as exc:
+            log.warning("%s: history unreadable, the editor shows no last good: %s", name, exc)
+            return
+        good = history.last_good(entries)
+        if good is not None and editor.is_attached:
+            editor.show_history(hints(good))
+
+    def _changing(self, name: str) -> bool:
+        """A change of this console runs on `name` (its own, or a probation rollback)."""
+        if name in self.probation.rolling:
+            return True
+        return any(w.group == rollout_group(name) and not w.is_finished for w in self.workers)
+
+    def _flags_confirmed(self, plan: Plan | None, action: ChangeAction = ChangeAction.SET) -> None:
         if plan is None:
             return
-        screen = RolloutScreen(plan, kind=kind)
+        self._show_rollout(plan, action)
+        self._start_rollout(plan, action)
+
+    def _show_rollout(self, plan: Plan, action: ChangeAction) -> None:
+        screen = RolloutScreen(plan, kind=action.kind)
         self._rollout_screens[plan.host] = screen
         self.push_screen(screen)
-        self._start_rollout(plan, kind=kind)
 
     # --- history and rollback (the same diff, confirm and rollout as a flag change) -------
 
     def _rollback_refused(self, name: str) -> str | None:
         if self.read_only:
             return "read-only: rollbacks are disabled"
-        if any(w.group == rollout_group(name) and not w.is_finished for w in self.workers):
+        if self._changing(name):
             return f"{name}: a flag change is already running"
         return None
 
@@ -101,7 +136,7 @@ class RolloutActions(Shell):
         if refused is not None:  # a change started meanwhile, from another screen
             self.notify(refused, title="rollback", severity="warning", markup=False)
         else:
-            self._flags_confirmed(plan, "rollback")
+            self._flags_confirmed(plan, ChangeAction.ROLLBACK)
 
     def action_show_history(self) -> None:
         name = self.selected_host
@@ -134,68 +169,27 @@ class RolloutActions(Shell):
 
     # --- rollout -------------------------------------------------------------------------
 
-    def _start_rollout(
-        self,
-        plan: Plan,
-        *,
-        kind: str = "change",
-        source: str = "tui",
-        done: concurrent.futures.Future[bool] | None = None,
-    ) -> None:
-        """Run a flag change on the engine as an app worker: it outlives its screen.
-
-        `done` (a probation rollback's) learns whether it ended healthy."""
+    def _start_rollout(self, plan: Plan, action: ChangeAction) -> None:
+        """Run a change on the engine as an app worker: it outlives its screen."""
         host = plan.host
-
-        def event(event: RolloutEvent) -> None:  # on the engine's thread
-            self.post_message(RolloutUpdated(event))
 
         async def run() -> None:
             self.engine.call(self.left_on.hold, host)  # its own "started" entry is no finding
             try:
-                async with self.holding([host], kind):  # opened first if it was idle
-                    await changing()
-            finally:
-                self.engine.call(self.left_on.release, host)
-
-        async def changing() -> None:
-            session = self.fleet.sessions[host]
-            rollout = Rollout(session, plan, on_event=event, options=RolloutOptions(kind=kind))
-            try:  # the run the change leaves, for the experiment ledger
-                before: str | None = await self.engine.run(current_invocation(session))
-            except (RemoteError, OSError):
-                before = None
-            started = utc_now()
-            try:
-                result = await self.engine.run(rollout.run())
+                async with self.holding([host], action.value):  # opened first if it was idle
+                    session = self.fleet.sessions[host]
+                    running = change(
+                        session, plan, action=action, on_event=self._rollout_posted, source="tui"
+                    )
+                    outcome = await self.engine.run(running)
             except Exception as exc:  # a bug must reach the operator, never vanish
                 log.exception("%s: rollout crashed", host)
                 self.notify(f"{host}: rollout stopped: {exc}", severity="error", markup=False)
-                self._audit_action(plan, f"stopped: {exc}", kind)
-                if done is not None:
-                    done.set_result(False)
                 return
-            if done is not None:
-                done.set_result(result.ok)
-            self._audit_action(plan, result.summary(), kind)
-            self.notify(
-                outcome_text(result),
-                title="rollback" if kind == "rollback" else "flag change",
-                severity=OUTCOME_SEVERITY[result.outcome],
-                timeout=NOTIFY_TIMEOUT_S,
-                markup=False,
-            )
-            self.engine.call(self.fleet.refresh_status, host)
+            finally:
+                self.engine.call(self.left_on.release, host)
+            self._changed(outcome)
             self.engine.call(self.probation.reread, host)  # a kept change starts a probation
-            try:
-                recording = record_rollout(
-                    session, plan, result, before_invocation=before, started=started, source=source
-                )
-                await self.engine.run(recording)
-            except NotOnHost as exc:
-                self.notify(f"experiment not in the host's ledger: {exc}", severity="warning")
-            except (RemoteError, OSError) as exc:
-                self.notify(f"{host}: experiment not recorded: {exc}", severity="warning")
 
         self.run_worker(
             run(),
@@ -204,31 +198,43 @@ class RolloutActions(Shell):
             description=f"{host}: {plan.summary()}",
         )
 
-    def _audit_action(self, plan: Plan, outcome: str, kind: str = "change") -> None:
-        if self.fleet.on_action is not None:
-            action = "rollback" if kind == "rollback" else "flags"
-            entry = action_record(plan.host, action, plan.summary(), outcome, plan.dropin)
-            self.fleet.on_action(entry)
+    def _changed(self, outcome: ChangeOutcome) -> None:
+        """A change of this console ended (the operator's or probation's): say how."""
+        title = "flag change" if outcome.action is ChangeAction.SET else "rollback"
+        self.notify(
+            outcome_text(outcome.result),
+            title=title,
+            severity=OUTCOME_SEVERITY[outcome.result.outcome],
+            timeout=NOTIFY_TIMEOUT_S,
+            markup=False,
+        )
+        if outcome.not_recorded is not None:
+            self.notify(
+                f"{outcome.host}: experiment not recorded on the host: {outcome.not_recorded}",
+                severity="warning",
+                markup=False,
+            )
+        self.engine.call(self.fleet.refresh_status, outcome.host)
+
+    def _rollout_posted(self, event: RolloutEvent) -> None:  # on the engine's thread
+        self.post_message(RolloutUpdated(event))
 
     # --- probation -----------------------------------------------------------------------
 
-    async def _probation_rollback(self, session: HostSession, plan: Plan) -> bool:
-        """On the engine: the probation rollback, shown and recorded like a flag change."""
-        done: concurrent.futures.Future[bool] = concurrent.futures.Future()
-        self.call_from_thread(self._show_rollout, plan, done)
-        return await asyncio.wrap_future(done)
-
-    def _show_rollout(self, plan: Plan, done: concurrent.futures.Future[bool]) -> None:
-        screen = RolloutScreen(plan, kind="rollback")
-        self._rollout_screens[plan.host] = screen
-        self.push_screen(screen)
-        self._start_rollout(plan, kind="rollback", source="probation", done=done)
-
     def _probation_posted(self, event: ProbationEvent) -> None:  # on the engine's thread
+        if isinstance(event, ProbationRolling):
+            self.left_on.hold(event.host)  # its own "started" entry is no finding
+        elif isinstance(event, ProbationDone) and event.outcome is not None:
+            self.left_on.release(event.host)
         self.post_message(ProbationUpdated(event))
 
     @on(ProbationUpdated)
     def _probation_event(self, message: ProbationUpdated) -> None:
+        event = message.event
+        if isinstance(event, ProbationRolling):
+            self._show_rollout(event.plan, ChangeAction.PROBATION_ROLLBACK)
+        elif isinstance(event, ProbationDone) and event.outcome is not None:
+            self._changed(event.outcome)
         if banner := self.main(ProbationBanner):
             banner.show(message.event)
         note = probation_note(message.event)

@@ -23,6 +23,7 @@ from console.hosts.events import (
 from console.hosts.profiles import Profile
 from console.service.status import read_status
 from console.sim.fleet import SimFleet
+from console.tuning import change as tuning_change
 from console.tuning.plan import parse_assignments, read_plan
 from console.tuning.rollout import Rollout, RolloutOptions
 from tests.integration.test_rollout import connect
@@ -113,7 +114,7 @@ async def set_losing_the_link_at(
             await asyncio.sleep(down_s)
             await host.go_online()
 
-    monkeypatch.setattr(cli_set, "RolloutOptions", quick)
+    monkeypatch.setattr(tuning_change, "RolloutOptions", quick)
     dropped: list[asyncio.Task[None]] = []
 
     class DropAt(cli_set.ProgressPrinter):

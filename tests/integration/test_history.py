@@ -101,7 +101,7 @@ async def test_history_records_each_change_and_the_original_newest_first(
     code, text, _ = await cli(cli_history, ["history", "b300"], profiles, capsys)
     assert code == 0
     lines = text.splitlines()
-    assert "  2  rolled_back  change" in lines[1] and "budget=16" in lines[1]
+    assert "  2  rolled_back  set" in lines[1] and "budget=16" in lines[1]
     assert any("last exception: torch.AcceleratorError: CUDA error" in line for line in lines)
     mean, n = kept["throughput"]["mean_tok_s"], kept["throughput"]["n"]
     assert any(f"gen {mean:.1f} tok/s (n={n})" in line for line in lines)
@@ -213,6 +213,6 @@ async def test_an_abandoned_change_is_recorded_and_the_next_run_reports_it(
         cli_set, ["set", "b300", "budget=6", "--yes"], sim.profiles_dir, capsys
     )
     assert code == 0, out + err
-    assert "history entry 1 (change by " in err and "was abandoned half way" in err
+    assert "history entry 1 (set by " in err and "was abandoned half way" in err
     record = await history_of("b300", sim.profiles_dir, capsys)
     assert outcomes(record)[:2] == [(2, "change", "kept"), (1, "change", "abandoned")]

@@ -32,7 +32,7 @@ async def test_a_change_that_lost_its_link_is_named_by_the_next_status(
     capsys.readouterr()
     said = " ".join((await status(sim, capsys)).split())
     assert "b300 left on: budget=4 topk=4 cuda_graph=on nvls=off" in said
-    assert "(change #1 by " in said and "it set" not in said  # budget 4 is what runs
+    assert "(set #1 by " in said and "it set" not in said  # budget 4 is what runs
     assert "never finished: the console stopped or lost the link (or still runs))" in said
     (record,) = [json.loads(line) for line in (await status(sim, capsys, "--json")).splitlines()]
     left = record["left_on"]
@@ -88,7 +88,7 @@ async def test_a_failed_change_left_in_place_is_named_with_why(
     capsys.readouterr()
     said = " ".join((await status(sim, capsys)).split())
     assert "b300 left on: budget=32 topk=4 cuda_graph=off" in said
-    assert "(change #1 by " in said
+    assert "(set #1 by " in said
     assert "failed; not rolled back (--no-rollback): the new setting is in place)" in said
 
 

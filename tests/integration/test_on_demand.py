@@ -18,11 +18,11 @@ from console.hosts.events import CrashDetected, Event, JournalBatch
 from console.hosts.profiles import load_fleet
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
-from console.transport.ssh import ConnState, HostSession
+from console.transport.ssh import ConnState
 from console.tuning.history import history_path
-from console.tuning.plan import Plan
-from console.tuning.probation import ProbationAnnounced, ProbationEvent, ProbationGuard
+from console.tuning.probation import ProbationAnnounced, ProbationEvent
 from console.watch.journal import read_back_marker
+from tests.stand_ins import PlannedOnlyGuard
 
 HOSTS = 32
 IDLE_S = 0.5
@@ -123,11 +123,8 @@ async def test_reopened_host_reads_back_every_idle_line_once_and_a_crash_is_an_a
     crashes: list[CrashDetected] = []
     announced: list[ProbationEvent] = []
 
-    async def no_rollback(session: HostSession, plan: Plan) -> bool:
-        raise AssertionError("a read-back crash must not be rolled back")
-
-    guard = ProbationGuard(
-        fleet.sessions, no_rollback, announced.append, countdown_s=0, on_window=fleet.probation
+    guard = PlannedOnlyGuard(
+        fleet.sessions, announced.append, countdown_s=0, on_window=fleet.probation
     )
     busy_on_crash: list[bool] = []
 
@@ -189,6 +186,7 @@ async def test_reopened_host_reads_back_every_idle_line_once_and_a_crash_is_an_a
         assert crash.timestamp < time.time()
         assert busy_on_crash == [False]  # left an alert: no probation handling started
         assert not [e for e in announced if isinstance(e, ProbationAnnounced)]
+        assert guard.plans == []  # a read-back crash is never rolled back
     finally:
         await guard.stop()
         await fleet.stop()
@@ -207,11 +205,8 @@ async def test_a_host_on_probation_is_never_closed_and_its_crash_is_acted_on(
     history.write_text(json.dumps({"version": 1, "entries": [kept]}))
     announced: list[ProbationEvent] = []
 
-    async def rollback(session: HostSession, plan: Plan) -> bool:
-        return True
-
-    guard = ProbationGuard(
-        fleet.sessions, rollback, announced.append, countdown_s=0, on_window=fleet.probation
+    guard = PlannedOnlyGuard(
+        fleet.sessions, announced.append, countdown_s=0, on_window=fleet.probation
     )
     fleet.listen(guard.observe)
     fleet.start()

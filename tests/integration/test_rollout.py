@@ -13,12 +13,12 @@ from console.hosts.events import (
     RolloutStep,
 )
 from console.hosts.profiles import Profile
-from console.local.state import load_last_good
 from console.service.execline import FlagError
 from console.service.status import read_status
 from console.sim.fleet import SimFleet
 from console.transport import http
 from console.transport.ssh import CommandRecord, HostSession
+from console.tuning import history
 from console.tuning.plan import check_arguments, parse_assignments, read_plan
 from console.tuning.rollout import Rollout, RolloutOptions
 
@@ -91,7 +91,8 @@ async def test_budget_16_with_cuda_graphs_crashes_and_rolls_back(
         assert status.active_state == "active" and status.invocation_id == result.invocation_id
         health = await http.request(session, profiles[0].service.port, "GET", "/health")
         assert health.status == 200
-        assert load_last_good(profiles[0].name) is None  # nothing new worked
+        good = history.last_good(await history.load(session, UNIT))
+        assert good is not None and good.kind == "original"  # nothing new worked
     finally:
         await session.close()
 
@@ -117,7 +118,6 @@ async def test_budget_16_without_cuda_graphs_ends_healthy_on_the_new_setting(
             RolloutStep.SMOKE,
             RolloutStep.SETTLE,
             RolloutStep.SOAK,
-            RolloutStep.REMEMBER,
             RolloutStep.HISTORY,  # entry N kept
         ]
         # The accept length is the new invocation's (budget 16, eager: 5.3–6.4).
@@ -136,7 +136,7 @@ async def test_budget_16_without_cuda_graphs_ends_healthy_on_the_new_setting(
         assert written[1] == (
             f"mv -f -- /etc/systemd/system/{UNIT}.d/.zz-specops.conf.tmp {DROPIN}"
         )
-        good = load_last_good(profiles[0].name)
+        good = history.last_good(await history.load(session, UNIT))
         assert good is not None and good.invocation_id == result.invocation_id
         assert good.values["budget"] == 16 and good.dropin == dropin
     finally:
@@ -159,7 +159,7 @@ async def test_budget_32_wrong_smoke_answer_restores_the_previous_dropin(
         assert host.local(DROPIN).read_text() == before  # the previous drop-in, byte for byte
         status = await read_status(session)
         assert status.flags["budget"] == 16 and status.active_state == "active"
-        good = load_last_good(profiles[0].name)
+        good = history.last_good(await history.load(session, UNIT))
         assert good is not None and good.values["budget"] == 16
     finally:
         await session.close()

@@ -15,12 +15,14 @@ import pytest
 
 from console.hosts.events import RolloutEvent, RolloutOutcome, RolloutProgress, RolloutStep
 from console.hosts.profiles import Profile, load_fleet
-from console.local.state import load_last_good
 from console.service.status import read_status
 from console.sim.failures import FailureTiming
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
 from console.transport import http
+from console.transport.ssh import HostSession
+from console.tuning import history
+from console.tuning.history import HistoryEntry
 from console.tuning.rollout import RolloutOptions
 from tests.integration.test_rollout import change as change_with
 from tests.integration.test_rollout import connect
@@ -28,6 +30,11 @@ from tests.integration.test_rollout import connect
 DROPIN = "/etc/systemd/system/sglang-k26-ddtree.service.d/zz-specops.conf"
 LATE = FailureTiming(graph_crash="batches", crash_batches=4, requests=200, cublas_after_s=1.0)
 SOAK = RolloutOptions(poll_s=0.2, settle_s=5.0, soak_s=3.0)
+
+
+async def last_good(session: HostSession) -> HistoryEntry | None:
+    """The host's last good configuration: its own history's answer."""
+    return history.last_good(await history.load(session, session.profile.service.unit))
 
 
 @pytest.fixture
@@ -54,10 +61,12 @@ async def test_a_good_change_is_soaked_before_it_becomes_last_good(profile: Prof
         countdown = [e.detail for e in soak if e.state == "waiting"]
         assert countdown and all("s left · accept len " in d for d in countdown[1:])
         assert soak[-1].state == "ok"
-        # The soak came before the record of the last good configuration.
+        # The soak came before the history entry that makes it the last good configuration.
         order = [e.step for e in events if isinstance(e, RolloutProgress) and e.state == "ok"]
-        assert order.index(RolloutStep.SOAK) < order.index(RolloutStep.REMEMBER)
-        good = load_last_good(profile.name)
+        assert order.index(RolloutStep.SOAK) < len(order) - 1 - order[::-1].index(
+            RolloutStep.HISTORY
+        )
+        good = await last_good(session)
         assert good is not None and good.invocation_id == result.invocation_id
         status = await read_status(session)
         assert status.invocation_id == result.invocation_id
@@ -83,7 +92,7 @@ async def test_a_crash_after_ready_rolls_back_and_keeps_last_good(
     try:
         first, _ = await change_with(session, "budget=4", options=SOAK)
         assert first.outcome is RolloutOutcome.APPLIED, first.reason
-        good = load_last_good(profile.name)
+        good = await last_good(session)
         assert good is not None
 
         result, _ = await change_with(session, *assignments, options=SOAK)
@@ -100,7 +109,7 @@ async def test_a_crash_after_ready_rolls_back_and_keeps_last_good(
         assert status.invocation_id == result.invocation_id
         health = await http.request(session, profile.service.port, "GET", "/health")
         assert health.status == 200
-        assert load_last_good(profile.name) == good
+        assert await last_good(session) == good
     finally:
         await session.close()
 

@@ -149,7 +149,8 @@ def test_a_crash_on_probation_is_rolled_back_by_watch_started_later(
     assert rollback["kind"] == "rollback" and rollback["outcome"] == "kept"
     assert rollback["values"]["max_running"] == 32  # type: ignore[index]
     experiments = [e for _, e in ledger.load("b300")]
-    assert [e.source for e in experiments] == ["cli", "probation"]
+    assert [e.what.value for e in experiments] == ["set", "probation-rollback"]
+    assert [e.source for e in experiments] == ["cli", "cli"]  # both made by the CLI
     assert experiments[-1].outcome == "kept"
     # `specops rollback`'s own way: the diff and every verified step were shown.
     err = watch.stderr.read_text()

@@ -35,7 +35,7 @@ async def test_status_after_a_console_killed_mid_change_says_what_runs(bed: Test
     text = specops(bed, "status", host.name).communicate(timeout=120)[0]
     said = " ".join(text.split())
     assert f"{host.name} left on: budget=8 " in said, text
-    assert "(change #1 by " in said and "never finished" in said
+    assert "(set #1 by " in said and "never finished" in said
     assert "it set budget=16 cuda_graph=off)" in said
 
     text = specops(bed, "status", host.name, "--json").communicate(timeout=120)[0]

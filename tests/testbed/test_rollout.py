@@ -193,7 +193,7 @@ async def test_a_console_killed_mid_change_never_leaves_a_half_written_dropin(
     output = rerun.communicate(timeout=180)[0]
     assert rerun.returncode == 0, output
     # ... and says the killed one was abandoned; the host's own history says so too.
-    assert "history entry 1 (change by " in output and "was abandoned half way" in output
+    assert "history entry 1 (set by " in output and "was abandoned half way" in output
     record = json.loads((host.directory / "var-lib-specops" / UNIT / "history.json").read_text())
     # (Killed while restarting, the new setting was already in place: nothing left to change,
     # and never soaked, so it is not a kept entry.)

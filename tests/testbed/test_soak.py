@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from console.local.state import load_last_good
 from tests.testbed.bed import Testbed
 from tests.testbed.hosts import Host
 from tests.testbed.layout import UNIT
@@ -62,6 +61,11 @@ def host_history(host: Host) -> list[dict[str, Any]]:
     return entries[::-1]
 
 
+def last_good(host: Host) -> dict[str, Any] | None:
+    """The host's last good configuration: the newest kept (or original) entry of its history."""
+    return next((e for e in host_history(host) if e["outcome"] in ("kept", "original")), None)
+
+
 def invocation(host: Host) -> dict[str, str]:
     return host.show(UNIT, "InvocationID", "NRestarts", "ActiveState")
 
@@ -88,7 +92,7 @@ async def test_a_crash_after_ready_exits_1_back_on_the_previous_setting(
     with_timeline(host)
     await apply_a_good_setting(bed, host)
     previous = effective(host)
-    good = load_last_good(host.name)
+    good = last_good(host)
     assert good is not None
 
     code, output = await asyncio.to_thread(
@@ -107,7 +111,7 @@ async def test_a_crash_after_ready_exits_1_back_on_the_previous_setting(
     assert after_rollback.argv == previous.argv
     assert running_argv(host) == tuple(previous.argv)
     host.wait_healthy()
-    assert load_last_good(host.name) == good
+    assert last_good(host) == good
     # The host's own history: the crash rolled back with its stage, the good setting still last.
     newest, kept = host_history(host)[:2]
     assert (newest["outcome"], newest["stage"]) == ("rolled_back", "soak")
@@ -127,8 +131,8 @@ async def test_a_good_change_exits_0_and_is_the_same_invocation_a_minute_later(
     assert code == 0, output
     assert "stayed up 30s" in output
     kept = invocation(host)
-    good = load_last_good(host.name)
-    assert good is not None and good.invocation_id == kept["InvocationID"]
+    good = last_good(host)
+    assert good is not None and good["invocation_id"] == kept["InvocationID"]
     await asyncio.sleep(max(0.0, 60.0 - (time.monotonic() - started)))
     assert invocation(host) == {**kept, "ActiveState": "active", "NRestarts": "0"}
     host.wait_healthy()

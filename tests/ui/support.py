@@ -14,6 +14,7 @@ from textual.pilot import Pilot
 
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
+from widgets.rollout_view import RolloutScreen
 
 
 @contextlib.asynccontextmanager
@@ -41,3 +42,14 @@ async def until(pilot: Pilot[Any], predicate: Callable[[], object], timeout: flo
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
         await pilot.pause(0.05)
+
+
+async def applied(pilot: Pilot[Any], timeout: float = 40) -> RolloutScreen:
+    """`y` on a reviewed change (the flag editor's or a rollback's diff): its rollout screen,
+    once the rollout ended."""
+    await pilot.press("y")
+    await until(pilot, lambda: isinstance(pilot.app.screen, RolloutScreen))
+    view = pilot.app.screen
+    assert isinstance(view, RolloutScreen)
+    await until(pilot, lambda: view.result is not None, timeout=timeout)
+    return view

@@ -81,11 +81,13 @@ async def test_demo_flag_change_and_snapshot_leave_the_operators_dirs_untouched(
     assert (tree(config), tree(state)) == before
     notes = [m.notification.message for m in messages if isinstance(m, Notify)]
     assert any("b300: applied" in n for n in notes), notes
-    saved = json.loads((demo_state_dir / "last-good" / "b300.json").read_text())
-    assert saved["values"]["budget"] == 16
+    (cached,) = (demo_state_dir / "experiments" / "b300").glob("*.json")  # the ledger's copy
+    saved = json.loads(cached.read_text())
+    assert saved["after"]["flags"]["budget"] == 16 and saved["action"] == "set"
     audit = (demo_state_dir / "audit.jsonl").read_text().splitlines()
     assert any("systemctl restart" in line for line in audit)
     (action,) = [json.loads(line) for line in audit if '"kind": "action"' in line]
     assert action["intent"] == "budget 8 → 16, cuda_graph on → off"
     assert action["outcome"] == "applied" and "--disable-cuda-graph" in action["dropin"]
+    assert action["action"] == "set"
     assert (demo_dir / "package" / "MANIFEST.sha256").is_file()

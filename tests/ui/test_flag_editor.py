@@ -111,7 +111,7 @@ async def test_a_confirmed_change_ends_healthy_with_live_progress(fleet: SimFlee
         await until(pilot, lambda: view.result is not None)
         assert view.result is not None and view.result.outcome is RolloutOutcome.APPLIED
         assert [
-            str(steps.get_cell(k, "state")) for k in ("record", "smoke test", "soak", "remember")
+            str(steps.get_cell(k, "state")) for k in ("record", "smoke test", "soak", "history")
         ] == ["ok", "ok", "ok", "ok"]
         journal = view.query_one(Log)
         assert any("ready to roll" in line for line in journal.lines)
@@ -205,7 +205,11 @@ async def test_the_editor_shows_last_good_and_crashed_here_before_per_flag(
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, RolloutScreen))
         again = await open_editor(app, pilot)
-        history = str(again.query_one(DataTable).get_cell("budget", "history"))
-        assert history == "crashed 16"  # no last good yet: told from the values running now
-        assert str(again.query_one(DataTable).get_cell("cuda_graph", "history")) == ""
+
+        def budget_history() -> str:
+            return str(again.query_one(DataTable).get_cell("budget", "history"))
+
+        # The host's history: its last good configuration is the unit's original (budget 8).
+        await until(pilot, lambda: budget_history() == "good 8 · crashed 16")
+        assert str(again.query_one(DataTable).get_cell("cuda_graph", "history")) == "good on"
         await pilot.press("escape", "q")

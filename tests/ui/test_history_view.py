@@ -26,7 +26,7 @@ from console.hosts.profiles import load_fleet
 from console.sim.fleet import SimFleet
 from console.tuning.history_rows import HostHistory
 from tests.ui.scripted import ScriptedFleet, profiles, scripted_history
-from tests.ui.support import simulated_fleet, until
+from tests.ui.support import applied, simulated_fleet, until
 from widgets.history_view import HistoryScreen
 from widgets.rollback_confirm import RollbackConfirmScreen
 from widgets.rollout_view import RolloutScreen
@@ -96,12 +96,7 @@ def target_of(confirm: RollbackConfirmScreen) -> str:
 async def confirm_and_run(app: SpecopsApp, pilot: Pilot[int]) -> RolloutScreen:
     """`y` on the rollback's diff; returns the rollout's screen once the rollout ended."""
     assert isinstance(app.screen, RollbackConfirmScreen) and app.screen.plan is not None
-    await pilot.press("y")
-    await until(pilot, lambda: isinstance(app.screen, RolloutScreen))
-    view = app.screen
-    assert isinstance(view, RolloutScreen)
-    await until(pilot, lambda: view.result is not None, timeout=40)
-    return view
+    return await applied(pilot)
 
 
 async def test_the_history_view_lists_each_change_newest_first_with_its_outcome(

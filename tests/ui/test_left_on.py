@@ -43,7 +43,7 @@ async def test_a_host_left_on_an_unfinished_change_is_named_in_a_notice_and_the_
     async with app.run_test(size=(160, 44)) as pilot:
         await until(pilot, lambda: any(LEFT_ON in n for n in notices(app)), timeout=20)
         (notice,) = [n for n in notices(app) if "left on" in n]  # b300 only, and once
-        assert "(change #1 by " in notice
+        assert "(set #1 by " in notice
         assert "never finished: the console stopped or lost the link (or still runs)" in notice
         await pilot.press("A")
         await until(pilot, lambda: isinstance(app.screen, AlertsScreen))

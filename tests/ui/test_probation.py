@@ -88,7 +88,9 @@ async def test_a_crash_on_probation_is_rolled_back_after_the_countdown(sim: SimF
     assert entries[1]["outcome"] == "rolled_back" and entries[1]["stage"] == "probation"
     assert entries[1]["signature"] == "cublas"
     assert entries[2]["kind"] == "rollback" and entries[2]["outcome"] == "kept"
-    assert [e.source for _, e in ledger.load("b300")] == ["probation"]
+    recorded = [(e.what.value, e.source) for _, e in ledger.load("b300")]
+    assert recorded == [("probation-rollback", "tui")]
+    assert entries[2]["action"] == "probation-rollback"
 
 
 async def test_x_cancels_the_countdown_and_leaves_the_host_alone(sim: SimFleet) -> None:

@@ -27,7 +27,7 @@ def test_a_failed_rollback_names_the_change_and_why() -> None:
     failed = entry(1, "failed", "crash: illegal_memory_access; rollback failed: link lost")
     left = left_on([ORIGINAL, failed], {"budget": 16}, {"budget": 16})
     assert left is not None and left.entry == failed
-    assert left.text().startswith("left on: budget=16 (change #1 by alice@desk, ")
+    assert left.text().startswith("left on: budget=16 (set #1 by alice@desk, ")
     assert left.text().endswith(", failed; rollback failed: link lost)")
 
 

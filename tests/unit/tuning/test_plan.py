@@ -7,8 +7,6 @@ from pathlib import Path
 import pytest
 
 from console.hosts.profiles import Profile, parse_profile
-from console.local.settings import state_dir
-from console.local.state import LastGood, load_last_good, save_last_good
 from console.service.execline import FlagError
 from console.service.unit import effective_service
 from console.sim.host import unit_file
@@ -93,24 +91,3 @@ def test_assignments_are_validated_with_names_and_values(profile: Profile) -> No
         parse_assignments(profile, ["cuda_graph=maybe"])
     with pytest.raises(FlagError, match=r"known: budget, cuda_graph, nvls, topk"):
         parse_assignments(profile, ["bugdet=8"])
-
-
-def test_last_good_round_trips_atomically(isolated_home: Path) -> None:
-    record = LastGood(
-        host="b300",
-        unit=UNIT,
-        values={"budget": 16, "cuda_graph": False, "topk": None},
-        argv=["/opt/venv/bin/python3", "-m", "sglang.launch_server"],
-        environment={"SGLANG_DDTREE_MAX_TOPK": "4"},
-        dropin="[Service]\n",
-        invocation_id="ab" * 16,
-        saved_at=1_700_000_000.0,
-    )
-    path = save_last_good(record)
-    assert path == state_dir() / "last-good" / "b300.json"
-    assert str(path).startswith(str(isolated_home))
-    assert load_last_good("b300") == record
-    assert [p.name for p in path.parent.iterdir()] == ["b300.json"]  # no temp file left
-    path.write_text("{not json")
-    assert load_last_good("b300") is None
-    assert load_last_good("pro6000") is None

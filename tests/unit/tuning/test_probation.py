@@ -24,10 +24,10 @@ from console.tuning.probation import (
     ProbationCancelled,
     ProbationDone,
     ProbationEvent,
-    ProbationGuard,
     probation_of,
     rollback_entry,
 )
+from tests.stand_ins import PlannedOnlyGuard
 
 UNIT = "sglang-k26-ddtree.service"
 KEPT_AT = 1_800_000_000.0
@@ -161,11 +161,9 @@ class Harness:
         text = json.dumps({"version": 1, "entries": [e.record() for e in HISTORY]})
         self.session.files[history_path(UNIT)] = text
         self.events: list[ProbationEvent] = []
-        self.plans: list[Plan] = []
         self.now = KEPT_AT + FIVE_MINUTES
-        self.guard = ProbationGuard(
-            {"b300": self.session},  # type: ignore[dict-item]
-            self.rollback,
+        self.guard = PlannedOnlyGuard(
+            {"b300": self.session},
             self.events.append,
             read_only=read_only,
             countdown_s=0.05,
@@ -173,9 +171,9 @@ class Harness:
             tick_s=0.01,
         )
 
-    async def rollback(self, session: object, plan: Plan) -> bool:
-        self.plans.append(plan)
-        return True
+    @property
+    def plans(self) -> list[Plan]:
+        return self.guard.plans
 
     async def settle(self) -> None:
         for _ in range(200):
