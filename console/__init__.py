@@ -11,3 +11,17 @@ a flag safely), `findings/` (reports from the evidence), `package/` (the reprodu
 (profiles, inventories, events). pyproject.toml's import-linter contracts say which room may
 import which.
 """
+
+import warnings
+
+from cryptography.utils import CryptographyDeprecationWarning
+
+# asyncssh (2.x) names cryptography's DSA key classes when it is imported, and cryptography
+# (43+) warns that DSA is deprecated: ten lines on stderr before any command's output. Only
+# that warning from asyncssh's own crypto modules is silenced; any other still shows.
+warnings.filterwarnings(
+    "ignore",
+    message=r"DSA is deprecated",
+    category=CryptographyDeprecationWarning,
+    module=r"asyncssh\.crypto\.",
+)

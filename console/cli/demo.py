@@ -1,7 +1,7 @@
 """`specops demo`: the TUI over an embedded simulated fleet, or that fleet headless (`--serve`).
 
-The demo never touches the operator's own files: its fleet, its state (audit log, last good
-configurations, saved views) and its reproduction package all live in one demo directory,
+The demo never touches the operator's own files: its fleet, its state (audit log, ledger cache
+saved views) and its reproduction package all live in one demo directory,
 kept on quit (the path is printed) unless `--discard` is given. Demo host names reuse the
 shipped profiles' names (`b300`, …), which is safe only because the state is the demo's own.
 The simulator and the app are imported when the command runs, never when the CLI loads.
@@ -94,7 +94,7 @@ async def serve_demo(
 
 @contextlib.contextmanager
 def demo_state(directory: Path) -> Iterator[Path]:
-    """Point specops's state (audit log, last good, saved views) at `directory/state`."""
+    """Point specops's state (audit log, ledger cache, saved views) at `directory/state`."""
     state = directory / "state"
     state.mkdir(parents=True, exist_ok=True, mode=0o700)
     before = os.environ.get(STATE_DIR_ENV)
@@ -140,6 +140,6 @@ def run_demo(args: argparse.Namespace) -> int:
             print(f"demo directory {directory} removed")
         else:
             print(
-                f"demo files kept in {directory} (state/audit.jsonl, state/last-good, package/);"
+                f"demo files kept in {directory} (state/audit.jsonl, state/experiments, package/);"
                 f" rm -rf {directory} removes them"
             )

@@ -33,7 +33,7 @@ STATE_DIR_ENV = "SPECOPS_STATE_DIR"
 
 
 def state_dir() -> Path:
-    """Where specops keeps what it learns (audit log, last good configurations, saved views)."""
+    """Where specops keeps what it learns (audit log, the ledger's cache, saved views)."""
     override = os.environ.get(STATE_DIR_ENV)
     if override:
         return Path(override)

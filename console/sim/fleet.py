@@ -249,8 +249,20 @@ class ThreadedSimFleet:
     def stop(self, timeout: float = 10.0) -> None:
         if not self._thread.is_alive():
             return
-        future = asyncio.run_coroutine_threadsafe(self.fleet.stop(), self._loop)
+        future = asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop)
         with contextlib.suppress(concurrent.futures.TimeoutError, OSError):
             future.result(timeout)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    async def _shutdown(self) -> None:
+        """Stop the hosts, then cancel and await what their connections still ran (a
+        `journalctl -f` being served): a task left pending is reported on stderr when the
+        loop is collected ("Task was destroyed but it is pending!")."""
+        await self.fleet.stop()
+        left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in left:
+            task.cancel()
+        await asyncio.gather(*left, return_exceptions=True)
