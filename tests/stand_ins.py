@@ -1,8 +1,13 @@
-"""Stand-ins for the parts a test does not exercise: the probation guard's change, whose
-real path (console/tuning/change.py) the integration and UI tests run on simulated hosts."""
+"""Stand-ins for what a test must control or does not exercise: a clock the test advances
+(console/hosts/clock.py), and the probation guard's change, whose real path
+(console/tuning/change.py) the integration and UI tests run on simulated hosts."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from console.hosts.events import ChangeAction, RolloutFinished, RolloutOutcome
@@ -28,3 +33,50 @@ class PlannedOnlyGuard(ProbationGuard):
         outcome = RolloutOutcome.APPLIED if self.healthy else RolloutOutcome.FAILED
         result = RolloutFinished(plan.host, outcome)
         return ChangeOutcome(plan.host, ChangeAction.PROBATION_ROLLBACK, plan.summary(), result)
+
+
+class FakeClock:
+    """A clock that moves only when the test says so (`advance`). Its timers run, in order of
+    their due time, on the loop that set them (the engine's thread in the TUI), so a test on
+    another thread may advance it."""
+
+    def __init__(self, start: float | None = None) -> None:
+        self.now = time.time() if start is None else start
+        self._timers: list[_FakeTimer] = []
+        self._lock = threading.Lock()
+
+    def time(self) -> float:
+        return self.now
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> _FakeTimer:
+        timer = _FakeTimer(self.now + delay, callback, asyncio.get_running_loop())
+        with self._lock:
+            self._timers.append(timer)
+        return timer
+
+    def advance(self, seconds: float) -> None:
+        """Move time on by `seconds`; the timers now due run (soon, on their own loops)."""
+        with self._lock:
+            self.now += seconds
+            due = sorted((t for t in self._timers if t.due <= self.now), key=lambda t: t.due)
+            self._timers = [t for t in self._timers if t.due > self.now]
+        for timer in due:
+            if not timer.cancelled:
+                timer.loop.call_soon_threadsafe(timer.fire)
+
+
+class _FakeTimer:
+    def __init__(
+        self, due: float, callback: Callable[[], None], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self.due = due
+        self.callback = callback
+        self.loop = loop
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def fire(self) -> None:
+        if not self.cancelled:
+            self.callback()

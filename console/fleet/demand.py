@@ -14,9 +14,9 @@ to be opened or closed, and the clock (`schedule`) is injected so tests need not
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable
-from typing import Protocol
+
+from console.hosts.clock import SYSTEM, Timer
 
 SCREEN = "screen"
 """The host's row is on screen in the fleet table."""
@@ -26,16 +26,8 @@ PROBATION = "probation"
 """A kept change is on probation: a crash would be rolled back, so its journal is followed."""
 
 
-class Timer(Protocol):
-    def cancel(self) -> None: ...
-
-
 Schedule = Callable[[float, Callable[[], None]], Timer]
-"""Run a callback after a delay (seconds); `loop.call_later` unless a test passes its own."""
-
-
-def _call_later(delay: float, callback: Callable[[], None]) -> Timer:
-    return asyncio.get_running_loop().call_later(delay, callback)
+"""Run a callback after a delay (seconds): the fleet's clock's `call_later`."""
 
 
 class Demand:
@@ -48,7 +40,7 @@ class Demand:
         idle_close_s: float,
         on_open: Callable[[str], None],
         on_close: Callable[[str], None],
-        schedule: Schedule = _call_later,
+        schedule: Schedule = SYSTEM.call_later,
     ) -> None:
         self.idle_close_s = idle_close_s
         self._on_open = on_open

@@ -17,11 +17,11 @@ import contextlib
 import itertools
 import logging
 import random
-import time
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import TypeVar
 
 from console.fleet.demand import PROBATION, SCREEN, SELECTED, Demand
+from console.hosts.clock import SYSTEM, Clock
 from console.hosts.events import (
     CrashDetected,
     Event,
@@ -82,8 +82,11 @@ class Fleet:
         connect_budget: int = CONNECT_BUDGET,
         on_demand: bool = False,
         idle_close_s: float = IDLE_CLOSE_S,
+        clock: Clock = SYSTEM,
     ) -> None:
         self.profiles = {p.name: p for p in profiles}
+        self.clock = clock
+        """What time it is for staleness, health stamps and the idle close (tests advance it)."""
         self.connect_budget = ConnectBudget(connect_budget)
         """Shared by every session: at most this many connection attempts at once."""
         self.server_metrics_s = server_metrics_s
@@ -115,7 +118,11 @@ class Fleet:
         """Which hosts are wanted open (on-demand mode); None: every host, always."""
         if on_demand:
             self.demand = Demand(
-                self.profiles, idle_close_s=idle_close_s, on_open=self._open, on_close=self._close
+                self.profiles,
+                idle_close_s=idle_close_s,
+                on_open=self._open,
+                on_close=self._close,
+                schedule=clock.call_later,
             )
         self._claims = itertools.count(1)
         self._switching: dict[str, asyncio.Lock] = {}
@@ -124,7 +131,7 @@ class Fleet:
         self.status: dict[str, ServiceStatus] = {}
         self.followers: dict[str, JournalFollower] = {}
         self.monitors: dict[str, HostMonitor] = {
-            name: HostMonitor(p) for name, p in self.profiles.items()
+            name: HostMonitor(p, clock=clock) for name, p in self.profiles.items()
         }
         self._tasks: list[asyncio.Task[None]] = []
         # Status is re-read when something says it changed (systemd's own journal lines for
@@ -298,7 +305,7 @@ class Fleet:
                     continue  # closed on demand during the probe: no answer to report
                 if health != self.health.get(name):
                     self.health[name] = health
-                    self.emit(HealthChecked(name, health, time.time()))
+                    self.emit(HealthChecked(name, health, self.clock.time()))
             else:
                 # Off screen nothing is asked: `on_screen` wakes the host when its row comes
                 # on screen; the long timeout only bounds a wake missed. Waking every host

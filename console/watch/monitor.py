@@ -16,12 +16,12 @@ from __future__ import annotations
 import itertools
 import statistics
 import threading
-import time
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from console.hosts.clock import SYSTEM, Clock
 from console.hosts.events import (
     CrashDetected,
     InvocationChanged,
@@ -77,8 +77,12 @@ class Freshness:
 class HostMonitor:
     """Everything the console derives from one host's journal records."""
 
-    def __init__(self, profile: Profile, *, maxlen: int = DEFAULT_MAXLEN) -> None:
+    def __init__(
+        self, profile: Profile, *, maxlen: int = DEFAULT_MAXLEN, clock: Clock = SYSTEM
+    ) -> None:
         self.host = profile.name
+        self.clock = clock
+        """Our time, against which the age of the newest decode line is judged."""
         self.metrics = HostMetrics(profile.name, maxlen=maxlen)
         self.custom = CustomMetrics(profile.metrics)
         self.crashes: deque[CrashDetected] = deque(maxlen=CRASH_HISTORY)
@@ -98,7 +102,7 @@ class HostMonitor:
         if status.error is not None or not status.invocation_id:
             return
         with self._lock:
-            self.restarts.n_restarts(status.n_restarts, time.time())
+            self.restarts.n_restarts(status.n_restarts, self.clock.time())
         if not status.flags:
             return
         flags = dict(status.flags)
@@ -197,7 +201,7 @@ class HostMonitor:
             self._newest = max(self._newest, newest.timestamp)
             if live:
                 # Windows are read in the host's clock: track how far it is from ours.
-                self._clock_offset = newest.timestamp - time.time()
+                self._clock_offset = newest.timestamp - self.clock.time()
         if values:
             events.append(MetricsUpdated(self.host, self._newest, values, graph=metrics.graph))
         return events
@@ -282,7 +286,7 @@ class HostMonitor:
 
     def now(self) -> float:
         """The host's present time, for the windows: our clock plus the host's offset."""
-        return max(time.time() + self._clock_offset, self._newest)
+        return max(self.clock.time() + self._clock_offset, self._newest)
 
     def freshness(self) -> Freshness | None:
         """The age of this run's newest decode line; None before its first one."""

@@ -22,7 +22,7 @@ from console.transport.ssh import ConnState
 from console.tuning.history import history_path
 from console.tuning.probation import ProbationAnnounced, ProbationEvent
 from console.watch.journal import read_back_marker
-from tests.stand_ins import PlannedOnlyGuard
+from tests.stand_ins import FakeClock, PlannedOnlyGuard
 
 HOSTS = 32
 IDLE_S = 0.5
@@ -61,12 +61,31 @@ def state(fleet: Fleet, name: str) -> ConnState:
     return fleet.sessions[name].state.state
 
 
-def on_demand(sim: SimFleet) -> Fleet:
-    return Fleet(load_fleet(sim.profiles_dir), on_demand=True, idle_close_s=IDLE_S, health_s=0.2)
+def on_demand(sim: SimFleet, clock: FakeClock) -> Fleet:
+    """The fleet on demand, its idle close timed by `clock` (advanced by the test)."""
+    return Fleet(
+        load_fleet(sim.profiles_dir),
+        on_demand=True,
+        idle_close_s=IDLE_S,
+        health_s=0.2,
+        clock=clock,
+    )
+
+
+def once_idle_closes(clock: FakeClock, predicate: Callable[[], bool]) -> Callable[[], bool]:
+    """`predicate`, checked after moving `clock` past idle_close_s (at each look: a host
+    released meanwhile has its close due too)."""
+
+    def check() -> bool:
+        clock.advance(IDLE_S)
+        return predicate()
+
+    return check
 
 
 async def test_only_wanted_hosts_connect_and_released_ones_go_idle(sim: SimFleet) -> None:
-    fleet = on_demand(sim)
+    clock = FakeClock()
+    fleet = on_demand(sim, clock)
     names = list(fleet.profiles)
     fleet.start()
     try:
@@ -83,9 +102,14 @@ async def test_only_wanted_hosts_connect_and_released_ones_go_idle(sim: SimFleet
 
         fleet.on_screen(names[10:20])  # page down
         fleet.select(names[10])
-        await until(lambda: connected_to(sim) == set(names[10:20]))
-        assert all(state(fleet, n) is ConnState.IDLE for n in (*page, names[20]))
-        assert all(state(fleet, n) is ConnState.CONNECTED for n in names[10:20])
+        released = (*page, names[20])
+
+        def paged() -> bool:  # the released closed, the new page open, as both sides see it
+            idle = all(state(fleet, n) is ConnState.IDLE for n in released)
+            opened = all(state(fleet, n) is ConnState.CONNECTED for n in names[10:20])
+            return idle and opened and connected_to(sim) == set(names[10:20])
+
+        await until(once_idle_closes(clock, paged))
         assert not any(fleet.status[n].error for n in page)  # closing is not a unit error
     finally:
         await fleet.stop()
@@ -116,7 +140,8 @@ def numbered(n: int) -> str:
 async def test_reopened_host_reads_back_every_idle_line_once_and_a_crash_is_an_alert(
     sim: SimFleet,
 ) -> None:
-    fleet = on_demand(sim)
+    clock = FakeClock()
+    fleet = on_demand(sim, clock)
     name = list(fleet.profiles)[3]
     host = sim.hosts[name]
     batches: list[JournalBatch] = []
@@ -158,7 +183,8 @@ async def test_reopened_host_reads_back_every_idle_line_once_and_a_crash_is_an_a
         await until(lambda: len(lines()) == 20)
 
         fleet.on_screen([])
-        await until(lambda: state(fleet, name) is ConnState.IDLE)
+        await asyncio.sleep(IDLE_S)  # the rest of its start-up lines arrive live meanwhile
+        await until(once_idle_closes(clock, lambda: state(fleet, name) is ConnState.IDLE))
         assert not host.connections
         # Another console keeps a change while this one has the host idle: on probation now.
         kept = {"n": 1, "kind": "change", "outcome": "kept", "values": {"budget": 8}}
@@ -195,7 +221,8 @@ async def test_reopened_host_reads_back_every_idle_line_once_and_a_crash_is_an_a
 async def test_a_host_on_probation_is_never_closed_and_its_crash_is_acted_on(
     sim: SimFleet,
 ) -> None:
-    fleet = on_demand(sim)
+    clock = FakeClock()
+    fleet = on_demand(sim, clock)
     name = list(fleet.profiles)[5]
     host = sim.hosts[name]
     kept = {"n": 1, "kind": "change", "outcome": "kept", "values": {"budget": 8}}
@@ -214,7 +241,8 @@ async def test_a_host_on_probation_is_never_closed_and_its_crash_is_acted_on(
         fleet.on_screen([name])
         await until(lambda: guard.state(name) is not None)  # its history read on connecting
         fleet.on_screen([])
-        await asyncio.sleep(4 * IDLE_S)
+        clock.advance(4 * IDLE_S)  # long past idle_close_s
+        await asyncio.sleep(0.2)  # a close, were one due, would have run
         assert state(fleet, name) is ConnState.CONNECTED and host.connections
         host.journal.append(UNIT, ILLEGAL)
         await until(lambda: any(isinstance(e, ProbationAnnounced) for e in announced))

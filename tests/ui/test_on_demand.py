@@ -4,7 +4,7 @@ on idle hosts (`S`, a snapshot of every host) opens them, and they close again a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from console.hosts.profiles import load_fleet
 from console.package.snapshot import HostOutcome
 from console.sim.fleet import SimFleet
 from console.transport.ssh import ConnState
+from tests.stand_ins import FakeClock
 from tests.ui.support import simulated_fleet, until
 from widgets.host_table import HostTable
 from widgets.journal_view import JournalView
@@ -56,8 +57,22 @@ def words(table: HostTable) -> dict[str, str]:
 
 
 def app_for(sim: SimFleet) -> SpecopsApp:
-    fleet = Fleet(load_fleet(sim.profiles_dir), on_demand=True, idle_close_s=IDLE_S)
+    """The app on demand, its idle close timed by a FakeClock the test advances."""
+    clock = FakeClock()
+    fleet = Fleet(load_fleet(sim.profiles_dir), on_demand=True, idle_close_s=IDLE_S, clock=clock)
     return SpecopsApp(fleet)
+
+
+def once_idle_closes(app: SpecopsApp, predicate: Callable[[], object]) -> Callable[[], bool]:
+    """`predicate`, checked after moving the fleet's clock past idle_close_s."""
+    clock = app.fleet.clock
+    assert isinstance(clock, FakeClock)
+
+    def check() -> bool:
+        clock.advance(IDLE_S)
+        return bool(predicate())
+
+    return check
 
 
 async def test_rows_on_screen_connect_and_a_page_down_opens_the_next_page(sim: SimFleet) -> None:
@@ -80,7 +95,7 @@ async def test_rows_on_screen_connect_and_a_page_down_opens_the_next_page(sim: S
         await until(pilot, lambda: set(second) <= connected_to(sim))
         await until(pilot, lambda: set(words(table).values()) == {"connected"})
         # The first page closes once idle_close_s has passed.
-        await until(pilot, lambda: connected_to(sim) == set(second))
+        await until(pilot, once_idle_closes(app, lambda: connected_to(sim) == set(second)))
         assert all(table.rows_by_name[n].idle for n in page)
         await pilot.press("pageup")  # back: opened again
         assert table.cursor_host == page[0] and table.rows_on_screen() == page
@@ -97,9 +112,10 @@ async def test_listing_the_idle_hosts_does_not_open_them(sim: SimFleet) -> None:
         await until(pilot, lambda: table.host_filter.text == "state=idle")
         listed = table.rows_on_screen()
         assert listed and not set(listed) & set(page)
-        await pilot.pause(3 * IDLE_S)  # long enough for them to have been opened, were they
-        # (The first page, off screen now, has closed and joined the list meanwhile.)
-        assert set(words(table).values()) == {"idle"}
+        # The first page, off screen now, closes and joins the list; the listed hosts stay
+        # closed (long enough for them to have been opened, were they).
+        await until(pilot, once_idle_closes(app, lambda: set(words(table).values()) == {"idle"}))
+        await pilot.pause(0.5)
         assert not set(table.rows_on_screen()) & connected_to(sim)
         assert not set(listed) & connected_to(sim)
         view = app.query_one(JournalView)  # the selected idle host's journal says why it is quiet
@@ -126,5 +142,5 @@ async def test_an_action_on_idle_hosts_opens_them(sim: SimFleet) -> None:
         assert panel.report is not None
         assert all(h.outcome is HostOutcome.OK for h in panel.report.hosts), panel.report.hosts
         # Done: the hosts nothing else wants close again.
-        await until(pilot, lambda: connected_to(sim) == set(page))
+        await until(pilot, once_idle_closes(app, lambda: connected_to(sim) == set(page)))
         assert table.rows_by_name[last].idle
