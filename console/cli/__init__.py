@@ -23,6 +23,8 @@ loading, connecting). Nothing here imports Textual or the simulator when the CLI
   good configuration;
 - `set.py`: `specops set HOST NAME=VALUE...`: the whole tuning step as one command;
 - `snapshot.py`: `specops snapshot HOST...`: collect the evidence into a reproduction package;
+- `sweep.py`: `specops sweep HOST NAME=V1,V2...`: a tuning campaign over a grid of flag
+  settings;
 - `status.py`: `specops status`: connection, unit state and flags of every host, at once;
 - `tail.py`: `specops tail`: one host's journal, filtered like the TUI's view, as text or JSON
   lines;
@@ -60,6 +62,7 @@ from console.cli import (
     rollback,
     snapshot,
     status,
+    sweep,
     tail,
     trust,
     verify,
@@ -83,6 +86,7 @@ COMMANDS: dict[str, ModuleType] = {
     "flags": flags,
     "set": set_,
     "rollback": rollback,
+    "sweep": sweep,
     "history": history,
     "audit": audit,
     "tail": tail,

@@ -213,11 +213,17 @@ class ChangeAction(StrEnum):
     """An operator's rollback (`specops rollback`, the TUI's `R` and history view)."""
     PROBATION_ROLLBACK = "probation-rollback"
     """A kept change that crashed during its probation, put back by the console."""
+    SWEEP_CELL = "sweep-cell"
+    """One cell of a tuning campaign (`specops sweep`)."""
+    SWEEP_END = "sweep-end"
+    """A campaign putting the host on its end state (where it started, or the best cell)."""
 
     @property
     def kind(self) -> str:
-        """ "rollback" when it goes back to an earlier configuration, else "change"."""
-        return "change" if self is ChangeAction.SET else "rollback"
+        """ "rollback" when an operator or probation goes back to an earlier configuration,
+        else "change" (a campaign's return is a change: it marks no cell rolled back)."""
+        rollbacks = (ChangeAction.ROLLBACK, ChangeAction.PROBATION_ROLLBACK)
+        return "rollback" if self in rollbacks else "change"
 
     @classmethod
     def of_record(cls, kind: str, source: str = "") -> ChangeAction:

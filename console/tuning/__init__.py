@@ -1,7 +1,11 @@
 """Changing a flag safely: plan the change, roll it out, keep it or roll it back.
 
-- `change.py`: the one path of every change (set, rollback, probation's rollback): the
-  rollout, then the audit action and the ledger record, as one outcome;
+- `change.py`: the one path of every change (set, rollback, probation's rollback, a
+  campaign's cells): the rollout, then the audit action and the ledger record, one outcome;
+- `campaign.py`: a tuning campaign's grid, pruning, estimate and its record on the host (the
+  lock a running campaign holds);
+- `sweep.py`: running a campaign: the baseline, each cell a change then a measurement
+  window, the host back to its end state;
 - `plan.py`: the diff of a change, validated before anything touches a host;
 - `rollout.py`: apply → restart → new invocation → ready → health → smoke → soak → keep or
   roll back (to the last soaked configuration, else the unit's original);

@@ -42,6 +42,7 @@ from console.hosts.events import (
 )
 from console.transport import remote
 from console.transport.ssh import ConnState, HostSession, RemoteError
+from console.tuning import campaign as campaigns
 from console.tuning import history
 from console.tuning.change import ChangeOutcome, change
 from console.tuning.history import HistoryEntry, HistoryError
@@ -356,6 +357,8 @@ class ProbationGuard:
             return
         if probation is None or not probation.covers(at):
             return  # outside probation: the crash stays an alert
+        if await self._campaign_owns(host):
+            return  # a campaign's cell: the campaign measures, rolls back and records it
         key = (host, probation.entry.n)
         if key in self._handled or probation.entry.stage == STAGE:
             return  # acted on already (by this console, or one that noted it in the history)
@@ -372,6 +375,15 @@ class ProbationGuard:
             log.exception("%s: probation handling failed", host)
             self.rollbacks_failed += 1
             self.on_event(ProbationDone(host, False, f"probation rollback stopped: {exc!r}"))
+
+    async def _campaign_owns(self, host: str) -> bool:
+        """A tuning campaign runs on the host now (console/tuning/campaign.py's lock)."""
+        session = self.sessions[host]
+        try:
+            running = await campaigns.load_all(session, session.profile.service.unit)
+        except RemoteError:
+            return False
+        return campaigns.holder(running, time.time()) is not None
 
     async def _act(self, probation: Probation, crash: ProbationCrash) -> None:
         host = probation.host

@@ -16,6 +16,8 @@ from console.hosts.profiles import Profile, load_profile
 from console.sim.fleet import render_profile
 from console.transport import remote
 from console.transport.ssh import Result
+from console.tuning import campaign as campaigns
+from console.tuning.campaign import Campaign
 from console.tuning.history import HistoryEntry, history_path
 from console.tuning.plan import Plan
 from console.tuning.probation import (
@@ -106,7 +108,9 @@ class FakeSession:
     files: dict[str, str] = field(default_factory=dict)
     name: str = "b300"
 
-    async def run(self, command: remote.Command, timeout: float = 30.0) -> Result:
+    async def run(
+        self, command: remote.Command, timeout: float = 30.0, check: bool = True
+    ) -> Result:
         argv = command.argv
         stdout = ""
         if argv[0] == "sh":  # read_if_exists
@@ -251,3 +255,17 @@ async def test_read_only_announces_and_writes_nothing(profile: Profile) -> None:
 def test_probation_is_a_plain_value() -> None:
     p = Probation("b300", HISTORY[2], KEPT_AT, KEPT_AT + 1800)
     assert p.left_s(KEPT_AT + 1900) == 0.0
+
+
+async def test_a_crash_of_a_host_a_campaign_owns_is_left_to_the_campaign(profile: Profile) -> None:
+    h = Harness(profile)
+    running = Campaign(
+        id=campaigns.new_id(), host="b300", unit=UNIT, grid={"budget": [4]}, start={}
+    )
+    listing = f"{running.id}.json\n{json.dumps(running.record())}\n"
+    h.session.files[campaigns.campaigns_dir(UNIT)] = listing
+    h.guard.observe(crash_at(KEPT_AT + FIVE_MINUTES))
+    await h.settle()
+    assert not any(isinstance(e, ProbationAnnounced) for e in h.events)
+    assert h.plans == []
+    assert stored(h.session)[2]["outcome"] == "kept"  # nothing noted: the cell is the campaign's

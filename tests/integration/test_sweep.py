@@ -1,0 +1,133 @@
+"""`specops sweep` against a simulated host, as an operator runs it: every cell a verified
+change, the crashing one recorded and rolled back, cells beyond a crash skipped, the host
+back where it started, a second campaign refused while one holds the host, and a campaign
+whose console died resumed from its next cell."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from console.cli import parse_args
+from console.cli import sweep as cli_sweep
+from console.service.status import read_status
+from console.sim.fleet import SimFleet
+from console.tuning import campaign as campaigns
+from console.tuning.campaign import Campaign, Cell
+from tests.integration.test_rollout import connect
+
+UNIT = "sglang-k26-ddtree.service"
+QUICK = ("--soak", "1", "--measure", "1", "--yes", "--json")
+
+
+async def sweep(sim: SimFleet, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
+    args = parse_args(["sweep", "b300", *argv, "--profiles", str(sim.profiles_dir)])
+    capsys.readouterr()
+    code = await cli_sweep.cmd_sweep(args)
+    lines = capsys.readouterr().out.splitlines()
+    return code, json.loads(lines[-1]) if lines and lines[-1].startswith("{") else None
+
+
+def host_history(sim: SimFleet) -> list[dict[str, Any]]:
+    path = sim.hosts["b300"].local(f"/var/lib/specops/{UNIT}/history.json")
+    entries: list[dict[str, Any]] = json.loads(path.read_text())["entries"]
+    return entries
+
+
+async def flags_now(sim: SimFleet) -> dict[str, Any]:
+    from console.hosts.profiles import load_fleet
+
+    session = await connect(load_fleet(sim.profiles_dir)[0])
+    try:
+        return dict((await read_status(session)).flags)
+    finally:
+        await session.close()
+
+
+async def test_a_grid_with_a_crashing_cell_finishes_and_the_host_ends_where_it_began(
+    sim: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = await flags_now(sim)
+    code, record = await sweep(sim, capsys, "budget=4,16", "cuda_graph=on,off", *QUICK)
+    assert code == 0 and record["state"] == "finished"
+    outcomes = [
+        (c["flags"]["budget"], c["flags"]["cuda_graph"], c["outcome"]) for c in record["cells"]
+    ]
+    assert outcomes == [
+        (4, True, "measured"),
+        (4, False, "measured"),
+        (16, True, "crashed"),
+        (16, False, "measured"),
+    ]
+    crashed = record["cells"][2]
+    assert crashed["signature"] == "illegal_memory_access" and crashed["stage"] is not None
+    measured = [c for c in record["cells"] if c["outcome"] == "measured"]
+    assert all(c["accept_len"] and c["tok_s"] and c["n"] >= 1 for c in measured)
+    assert record["baseline"]["tok_s"] and all(c["speedup"] for c in measured)
+    assert record["best"] is not None
+    assert await flags_now(sim) == before  # --keep original
+    actions = [e.get("action") for e in host_history(sim)[1:]]
+    assert actions == ["sweep-cell"] * 4 + ["sweep-end"]
+    on_host = sim.hosts["b300"].local(record["path"])
+    assert json.loads(on_host.read_text())["state"] == "finished"
+
+
+async def test_a_cell_further_along_a_crashed_flag_is_skipped_and_keep_best_ends_on_it(
+    sim: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, record = await sweep(sim, capsys, "budget=4,16,32", "--keep", "best", *QUICK)
+    assert code == 0
+    assert [c["outcome"] for c in record["cells"]] == ["measured", "crashed", "skipped"]
+    assert "beyond a crash (budget 16 crashed" in record["cells"][2]["reason"]
+    assert record["best"] == {"budget": 4}
+    assert (await flags_now(sim))["budget"] == 4
+
+
+async def test_a_second_campaign_is_refused_while_one_holds_the_host(
+    sim: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    held = Campaign(
+        id=campaigns.new_id(), host="b300", unit=UNIT, grid={"budget": [4]}, start={"budget": 8},
+        owner="alice@elsewhere", owner_pid=1, cells=[Cell({"budget": 4})],
+    )  # fmt: skip
+    path = sim.hosts["b300"].local(campaigns.campaign_path(UNIT, held.id))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(held.record()))
+    args = parse_args(["sweep", "b300", "budget=4,8", *QUICK, "--profiles", str(sim.profiles_dir)])
+    assert await cli_sweep.cmd_sweep(args) == 1
+    said = capsys.readouterr().err
+    assert f"campaign {held.id} of alice@elsewhere owns this host" in said
+    # … and resuming it from here is refused too: its console may still be alive elsewhere
+    code, _ = await sweep(sim, capsys, "--resume", held.id, *QUICK)
+    assert code == 1
+
+
+async def test_a_campaign_whose_console_died_is_resumed_from_its_next_cell(
+    sim: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gone = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+    await gone.wait()  # a pid that existed and is gone: the console that was killed
+    dead = gone.pid
+    left = Campaign(
+        id=campaigns.new_id(), host="b300", unit=UNIT, grid={"budget": [4, 6]},
+        start={"budget": 8}, soak_s=1.0, measure_s=1.0,
+        owner=f"op@{socket.gethostname()}", owner_pid=dead, current=1,
+        baseline=Cell({"budget": 8}, outcome="baseline", tok_s=1600.0),
+        cells=[Cell({"budget": 4}, outcome="measured", tok_s=1650.0), Cell({"budget": 6})],
+        updated_at=time.time(),
+    )  # fmt: skip
+    path = sim.hosts["b300"].local(campaigns.campaign_path(UNIT, left.id))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(left.record()))
+    code, record = await sweep(sim, capsys, "--resume", left.id, "--yes", "--json")
+    assert code == 0 and record["campaign"] == left.id
+    assert [c["outcome"] for c in record["cells"]] == ["measured", "measured"]
+    assert record["cells"][0]["tok_s"] == 1650.0  # the cell done before is not run again
+    assert [e.get("action") for e in host_history(sim)[1:]] == ["sweep-cell", "sweep-end"]
+    assert (await flags_now(sim))["budget"] == 8
