@@ -134,6 +134,35 @@ def read_only_reason(args: argparse.Namespace) -> str | None:
     return None
 
 
+def refuse_read_only(args: argparse.Namespace, host: str) -> bool:
+    """True (and says why) when a changing command must not run: read-only, and not a
+    `--dry-run`."""
+    reason = read_only_reason(args)
+    if reason is None or getattr(args, "dry_run", False):
+        return False
+    err.print(
+        f"specops: refusing to change {host}: {reason} (try --dry-run)",
+        markup=False,
+        soft_wrap=True,
+    )
+    return True
+
+
+async def confirm(args: argparse.Namespace, prompt: str, declined: str) -> int | None:
+    """None to go on (`--yes`, or `y` at the prompt); else the exit status: 2 without a
+    terminal to ask on, 1 when the operator said no."""
+    if args.yes:
+        return None
+    if not sys.stdin.isatty():
+        err.print("refusing to restart without a terminal to ask on; pass --yes to confirm")
+        return EXIT_USAGE
+    answer = (await asyncio.to_thread(input, prompt)).strip().lower()
+    if answer not in ("y", "yes"):
+        err.print(declined)
+        return EXIT_FAILED
+    return None
+
+
 def require_terminal() -> None:
     """The TUI reads keys from a terminal; without one it would spin on EOF forever."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -147,15 +176,16 @@ def require_terminal() -> None:
 def human_to_stderr(enabled: bool = True) -> Iterator[None]:
     """With `--json`, stdout holds only JSON lines: what is printed for people goes to
     stderr meanwhile."""
-    if not enabled:
+    if not enabled or out.stderr:
         yield
         return
-    before = out.file
-    out.file = sys.stderr
+    # `stderr`, not `file`: setting `file` would pin the stream of the moment (a test's
+    # captured one) past its life; `stderr` follows whatever sys.stderr is when printing.
+    out.stderr = True
     try:
         yield
     finally:
-        out.file = before
+        out.stderr = False
 
 
 def iso(ts: float) -> str:

@@ -27,7 +27,7 @@ from console.cli.common import (
     human_to_stderr,
     load_profiles,
     out,
-    read_only_reason,
+    refuse_read_only,
 )
 from console.cli.set import run_plan, soak_seconds, unchanged
 from console.hosts.events import ChangeAction
@@ -64,13 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def cmd_rollback(args: argparse.Namespace) -> int:
     (profile,) = select(load_profiles(args), [args.host])
-    read_only = read_only_reason(args)
-    if read_only is not None and not args.dry_run:
-        err.print(
-            f"specops: refusing to change {profile.name}: {read_only} (try --dry-run)",
-            markup=False,
-            soft_wrap=True,
-        )
+    if refuse_read_only(args, profile.name):
         return EXIT_USAGE
     if args.to is not None and args.to < 0:
         err.print(f"specops: --to {args.to}: history entries are numbered from 0")

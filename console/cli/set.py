@@ -27,12 +27,13 @@ from console.cli.common import (
     EXIT_OK,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
+    confirm,
     connect,
     err,
     human_to_stderr,
     load_profiles,
     out,
-    read_only_reason,
+    refuse_read_only,
 )
 from console.hosts.events import (
     ChangeAction,
@@ -198,13 +199,7 @@ def _report_result(result: RolloutFinished, intent: str) -> None:
 
 async def cmd_set(args: argparse.Namespace) -> int:
     (profile,) = select(load_profiles(args), [args.host])
-    read_only = read_only_reason(args)
-    if read_only is not None and not args.dry_run:
-        err.print(
-            f"specops: refusing to change {profile.name}: {read_only} (try --dry-run)",
-            markup=False,
-            soft_wrap=True,
-        )
+    if refuse_read_only(args, profile.name):
         return EXIT_USAGE
     try:
         changes = parse_assignments(profile, args.assignments)
@@ -308,15 +303,9 @@ async def run_plan(
             soft_wrap=True,
         )
         return EXIT_OK
-    if not args.yes:
-        if not sys.stdin.isatty():
-            err.print("refusing to restart without a terminal to ask on; pass --yes to confirm")
-            return EXIT_USAGE
-        prompt = f"Apply to {profile.name} and restart {plan.unit}? [y/N] "
-        answer = (await asyncio.to_thread(input, prompt)).strip().lower()
-        if answer not in ("y", "yes"):
-            err.print("not applied")
-            return EXIT_FAILED
+    prompt = f"Apply to {profile.name} and restart {plan.unit}? [y/N] "
+    if (refused := await confirm(args, prompt, "not applied")) is not None:
+        return refused
     printer = ProgressPrinter()
     running = asyncio.ensure_future(
         change(

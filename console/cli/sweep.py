@@ -30,12 +30,13 @@ from console.cli.common import (
     EXIT_OK,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
+    confirm,
     connect,
     err,
     human_to_stderr,
     load_profiles,
     out,
-    read_only_reason,
+    refuse_read_only,
 )
 from console.cli.set import soak_seconds
 from console.hosts.events import RolloutEvent, RolloutProgress
@@ -97,9 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def cmd_sweep(args: argparse.Namespace) -> int:
     (profile,) = select(load_profiles(args), [args.host])
-    read_only = read_only_reason(args)
-    if read_only is not None and not args.dry_run:
-        err.print(f"specops: refusing to change {profile.name}: {read_only} (try --dry-run)")
+    if refuse_read_only(args, profile.name):
         return EXIT_USAGE
     grid: dict[str, list[FlagValue]] = {}
     if args.resume is None:
@@ -167,16 +166,10 @@ async def _sweep(
     if args.dry_run:
         out.print("dry run: nothing was changed", style="dim")
         return EXIT_OK
-    if not args.yes:
-        if not sys.stdin.isatty():
-            err.print("refusing to restart without a terminal to ask on; pass --yes to confirm")
-            return EXIT_USAGE
-        rest = "the rest of " if campaign.done else ""
-        prompt = f"Run {rest}this campaign on {profile.name}? [y/N] "
-        answer = (await asyncio.to_thread(input, prompt)).strip().lower()
-        if answer not in ("y", "yes"):
-            err.print("not started")
-            return EXIT_FAILED
+    rest = "the rest of " if campaign.done else ""
+    prompt = f"Run {rest}this campaign on {profile.name}? [y/N] "
+    if (refused := await confirm(args, prompt, "not started")) is not None:
+        return refused
     campaign.owner_pid = os.getpid()
     printer = CellPrinter(campaign)
     sweep = Sweep(session, campaign, on_event=printer, on_rollout=printer.rollout)

@@ -3,34 +3,14 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
-from console.hosts.profiles import Profile, load_profile
+from console.hosts.profiles import Profile
 from console.service.execline import FlagError
-from console.sim.fleet import render_profile
 from console.tuning import campaign as campaigns
 from console.tuning.campaign import Campaign, Cell
 from console.tuning.history import HistoryEntry
-
-
-@pytest.fixture
-def profile(tmp_path: Path) -> Profile:
-    path = tmp_path / "b300.toml"
-    path.write_text(
-        render_profile(
-            name="b300",
-            port=22,
-            key=tmp_path / "key",
-            known_hosts=tmp_path / "known_hosts",
-            ssh_config=tmp_path / "ssh_config",
-            keepalive=5,
-            ready_timeout=30,
-            package=tmp_path / "package",
-        )
-    )
-    return load_profile(path)
 
 
 def test_the_grid_is_validated_like_set_and_its_cells_vary_the_last_name_fastest(

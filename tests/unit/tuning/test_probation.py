@@ -7,13 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
 from console.hosts.events import CrashDetected, InvocationChanged
-from console.hosts.profiles import Profile, load_profile
-from console.sim.fleet import render_profile
+from console.hosts.profiles import Profile
 from console.transport import remote
 from console.transport.ssh import Result
 from console.tuning import campaign as campaigns
@@ -129,23 +127,6 @@ class FakeSession:
 
     async def wait_connected(self, timeout: float | None = None) -> bool:
         return True
-
-
-@pytest.fixture
-def profile(tmp_path: Path) -> Profile:
-    path = tmp_path / "b300.toml"
-    text = render_profile(
-        name="b300",
-        port=22,
-        key=tmp_path / "key",
-        known_hosts=tmp_path / "known_hosts",
-        ssh_config=tmp_path / "ssh_config",
-        keepalive=5,
-        ready_timeout=30,
-        package=tmp_path / "package",
-    )
-    path.write_text(text.replace("soak_s = 60\n", "soak_s = 60\ncheck_flags = false\n"))
-    return load_profile(path)
 
 
 def stored(session: FakeSession) -> list[dict[str, object]]:
