@@ -6,6 +6,7 @@ whose console died resumed from its next cell."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import socket
 import sys
@@ -16,10 +17,13 @@ import pytest
 
 from console.cli import parse_args
 from console.cli import sweep as cli_sweep
+from console.hosts.events import RolloutEvent, RolloutProgress, RolloutStep
 from console.service.status import read_status
 from console.sim.fleet import SimFleet
 from console.tuning import campaign as campaigns
+from console.tuning import change as tuning_change
 from console.tuning.campaign import Campaign, Cell
+from console.tuning.rollout import RolloutOptions
 from tests.integration.test_rollout import connect
 
 UNIT = "sglang-k26-ddtree.service"
@@ -30,7 +34,9 @@ async def sweep(sim: SimFleet, capsys: pytest.CaptureFixture[str], *argv: str) -
     args = parse_args(["sweep", "b300", *argv, "--profiles", str(sim.profiles_dir)])
     capsys.readouterr()
     code = await cli_sweep.cmd_sweep(args)
-    lines = capsys.readouterr().out.splitlines()
+    said = capsys.readouterr()
+    print(said.err, file=sys.stderr, end="")  # kept for the test to read
+    lines = said.out.splitlines()
     return code, json.loads(lines[-1]) if lines and lines[-1].startswith("{") else None
 
 
@@ -131,3 +137,36 @@ async def test_a_campaign_whose_console_died_is_resumed_from_its_next_cell(
     assert record["cells"][0]["tok_s"] == 1650.0  # the cell done before is not run again
     assert [e.get("action") for e in host_history(sim)[1:]] == ["sweep-cell", "sweep-end"]
     assert (await flags_now(sim))["budget"] == 8
+
+
+async def test_a_link_lost_for_good_in_a_cell_exits_3_and_the_record_says_where(
+    sim: SimFleet, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = sim.hosts["b300"]
+    quick = functools.partial(RolloutOptions, reconnect_s=1.5, poll_s=0.2, settle_s=2.0)
+    monkeypatch.setattr(tuning_change, "RolloutOptions", quick)
+    dropped: list[asyncio.Task[None]] = []
+
+    class DropInSecondCell(cli_sweep.CellPrinter):
+        def rollout(self, event: RolloutEvent) -> None:
+            super().rollout(event)
+            second = "cell 2/" in self._cell
+            restart = isinstance(event, RolloutProgress) and event.step is RolloutStep.RESTART
+            if second and restart and not dropped:
+                dropped.append(asyncio.create_task(host.go_offline()))
+
+    monkeypatch.setattr(cli_sweep, "CellPrinter", DropInSecondCell)
+    try:
+        code, _ = await sweep(sim, capsys, "budget=4,6", *QUICK)
+    finally:
+        await asyncio.gather(*dropped)
+        await host.go_online()
+    assert dropped and code == 3
+    assert "the link was lost" in capsys.readouterr().err
+    (record,) = [
+        json.loads(p.read_text()) for p in host.local(campaigns.campaigns_dir(UNIT)).glob("*.json")
+    ]
+    # Written before the link went, never after: running, in the cell it stopped in (what a
+    # resume, once this console has exited, goes on from).
+    assert record["state"] == "running" and record["current"] == 1
+    assert [c["outcome"] for c in record["cells"]] == ["measured", "pending"]
