@@ -41,13 +41,14 @@ from console.cli.common import (
 from console.cli.set import soak_seconds
 from console.hosts.events import RolloutEvent, RolloutProgress
 from console.hosts.profiles import FlagValue, select
+from console.ledger import campaigns
+from console.ledger.campaigns import Campaign, CampaignError, Cell, cell_text
 from console.service.execline import FlagError
 from console.service.flags import format_value
 from console.service.status import read_status
 from console.transport.ssh import Disconnected, HostSession, RemoteError
-from console.tuning import campaign as campaigns
+from console.tuning import campaign as grids
 from console.tuning import history
-from console.tuning.campaign import Campaign, CampaignError, Cell, cell_text
 from console.tuning.sweep import LinkLost, Sweep, SweepEvent, SweepProgress, new_campaign
 
 OUTCOME_STYLE = {
@@ -103,7 +104,7 @@ async def cmd_sweep(args: argparse.Namespace) -> int:
     grid: dict[str, list[FlagValue]] = {}
     if args.resume is None:
         try:
-            grid = campaigns.parse_grid(profile, args.axes)
+            grid = grids.parse_grid(profile, args.axes)
         except FlagError as exc:
             err.print(f"specops: {profile.name}: {exc}", markup=False)
             return EXIT_USAGE
@@ -161,7 +162,7 @@ async def _sweep(
         )
     entries = await history.load(session, unit)
     soak_s = profile.service.soak_s if campaign.soak_s is None else campaign.soak_s
-    per_cell = campaigns.cell_seconds(entries, soak_s, campaign.measure_s)
+    per_cell = grids.cell_seconds(entries, soak_s, campaign.measure_s)
     _show_plan(campaign, per_cell)
     if args.dry_run:
         out.print("dry run: nothing was changed", style="dim")

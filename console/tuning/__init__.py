@@ -2,8 +2,7 @@
 
 - `change.py`: the one path of every change (set, rollback, probation's rollback, a
   campaign's cells): the rollout, then the audit action and the ledger record, one outcome;
-- `campaign.py`: a tuning campaign's grid, pruning, estimate and its record on the host (the
-  lock a running campaign holds);
+- `campaign.py`: a tuning campaign's grid, which cells a crash makes pointless, the estimate;
 - `sweep.py`: running a campaign: the baseline, each cell a change then a measurement
   window, the host back to its end state;
 - `plan.py`: the diff of a change, validated before anything touches a host;

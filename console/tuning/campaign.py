@@ -1,53 +1,26 @@
-"""A tuning campaign: the grid of flag settings, each cell's outcome, kept on the host.
+"""A tuning campaign's grid: which cells, which are not worth running, how long it takes.
 
 `specops sweep HOST budget=4,8,16 cuda_graph=on,off` is the seeds' operator's evening of
 `set` after `set`, done by specops: the grid is the cartesian product of the values given
 (the last name varies fastest), each cell a verified change (console/tuning/change.py) then
 a measurement window. This module holds what is not the running: parsing and validating the
 grid before any host is touched, which cells a crash makes pointless to try (a larger budget
-with the same other flags as one that crashed), the estimate shown before confirming, and the
-campaign record — `/var/lib/specops/UNIT/campaigns/ID.json` on the host, rewritten atomically
-after every cell, so a console killed mid-campaign leaves what a second console resumes, and
-the host says whether a campaign owns it (its lock: a running record whose owner wrote it
-recently).
+with the same other flags as one that crashed) and the estimate shown before confirming. The
+campaign's record on the host is console/ledger/campaigns.py.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
-import posixpath
-import re
-import secrets
 import statistics
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime
-from typing import Any
 
 from console.hosts.profiles import FlagValue, Profile
 from console.service.execline import FlagError
-from console.service.flags import format_value
-from console.transport import remote
-from console.transport.host_files import read_json_files, replace_file, unit_state_dir
-from console.transport.ssh import HostSession, RemoteError
 from console.tuning.history import HistoryEntry
 from console.tuning.plan import parse_assignments
 
-FORMAT = "specops-campaign/1"
-CAMPAIGNS_DIR = "campaigns"
-STALE_LOCK_S = 900.0
-"""A running campaign whose record was not rewritten for this long lost its console (a cell
-takes a restart, a soak and a window: minutes, never a quarter of an hour without a write)."""
 MAX_CELLS = 256
-ID_RE = re.compile(r"^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{6}$")
-
-OUTCOMES = ("pending", "measured", "crashed", "failed", "skipped", "baseline")
-
-
-class CampaignError(Exception):
-    """The campaign cannot start or go on (bad grid, a lock held, an unreadable record)."""
 
 
 # --- the grid ------------------------------------------------------------------------------
@@ -107,10 +80,6 @@ def beyond(
     return None
 
 
-def cell_text(values: Mapping[str, FlagValue]) -> str:
-    return " ".join(f"{k}={format_value(v)}" for k, v in values.items())
-
-
 def cell_seconds(entries: Sequence[HistoryEntry], soak_s: float, measure_s: float) -> float:
     """One cell's expected duration: the host's past changes' median (restart, load, smoke,
     soak), else a soak plus a minute for the restart; plus the measurement window."""
@@ -121,153 +90,3 @@ def cell_seconds(entries: Sequence[HistoryEntry], soak_s: float, measure_s: floa
     ]
     change = statistics.median(spans) if spans else soak_s + 60.0
     return change + measure_s
-
-
-# --- the record ----------------------------------------------------------------------------
-
-
-@dataclass
-class Cell:
-    values: dict[str, FlagValue]
-    outcome: str = "pending"
-    """pending, measured, crashed (rolled back), failed (not known healthy), skipped,
-    baseline (the configuration running before the campaign, measured in place)."""
-    reason: str = ""
-    signature: str | None = None
-    stage: str | None = None
-    invocation: str | None = None
-    history_entry: int | None = None
-    accept_len: float | None = None
-    accept_len_sd: float | None = None
-    tok_s: float | None = None
-    tok_s_sd: float | None = None
-    n: int = 0
-    """Decode lines the numbers are over."""
-    finished_at: float | None = None
-
-    def record(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class Campaign:
-    id: str
-    host: str
-    unit: str
-    grid: dict[str, list[FlagValue]]
-    start: dict[str, FlagValue]
-    """The configuration the host ran when the campaign began (where `--keep original` ends)."""
-    keep: str = "original"
-    soak_s: float | None = None
-    measure_s: float = 60.0
-    prune: bool = True
-    owner: str = ""
-    """`user@machine` of the console running it."""
-    owner_pid: int | None = None
-    """Its process on that machine: a resume there checks it is gone."""
-    state: str = "running"
-    """running, finished (the host on its chosen end state), failed (it could not be
-    returned), stopped (the operator stopped it; it may be resumed)."""
-    current: int | None = None
-    """The cell being run (its index), or None between cells."""
-    baseline: Cell | None = None
-    cells: list[Cell] = field(default_factory=list)
-    end: str = ""
-    """Where the host was left, in words."""
-    created_at: float = field(default_factory=time.time)
-    updated_at: float = field(default_factory=time.time)
-
-    def record(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["format"] = FORMAT
-        return data
-
-    @classmethod
-    def from_record(cls, data: Mapping[str, Any]) -> Campaign:
-        if data.get("format") != FORMAT:
-            raise ValueError(f"not a {FORMAT} record")
-        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        fields["cells"] = [Cell(**c) for c in data.get("cells") or []]
-        base = data.get("baseline")
-        fields["baseline"] = Cell(**base) if isinstance(base, dict) else None
-        campaign = cls(**fields)
-        if not ID_RE.match(campaign.id) or any(c.outcome not in OUTCOMES for c in campaign.cells):
-            raise ValueError(f"campaign {campaign.id!r}: a field is out of range")
-        return campaign
-
-    @property
-    def done(self) -> int:
-        return sum(c.outcome != "pending" for c in self.cells)
-
-    def crashed(self) -> list[dict[str, FlagValue]]:
-        return [c.values for c in self.cells if c.outcome == "crashed"]
-
-    def best(self) -> Cell | None:
-        """The fastest cell that stayed up (tok/s)."""
-        up = [c for c in self.cells if c.outcome == "measured" and c.tok_s is not None]
-        return max(up, key=lambda c: c.tok_s or 0.0) if up else None
-
-    def stale(self, now: float) -> bool:
-        return self.state == "running" and now - self.updated_at > STALE_LOCK_S
-
-
-def new_id(now: float | None = None) -> str:
-    stamp = datetime.fromtimestamp(now or time.time(), UTC).strftime("%Y%m%dT%H%M%SZ")
-    return f"{stamp}-{secrets.token_hex(3)}"
-
-
-def campaigns_dir(unit: str) -> str:
-    return posixpath.join(unit_state_dir(unit), CAMPAIGNS_DIR)
-
-
-def campaign_path(unit: str, campaign_id: str) -> str:
-    if not ID_RE.match(campaign_id):
-        raise CampaignError(f"{campaign_id!r} is no campaign id (YYYYmmddTHHMMSSZ-xxxxxx)")
-    return posixpath.join(campaigns_dir(unit), f"{campaign_id}.json")
-
-
-async def save(session: HostSession, campaign: Campaign) -> str:
-    """Rewrite the campaign's record on the host in one step."""
-    campaign.updated_at = time.time()
-    text = json.dumps(campaign.record(), indent=1, sort_keys=True) + "\n"
-    path = campaign_path(campaign.unit, campaign.id)
-    return await replace_file(session, path, text, f".{campaign.id}.json.tmp")
-
-
-async def load_all(session: HostSession, unit: str) -> list[Campaign]:
-    """Every campaign record on the host, oldest first (unreadable files are skipped)."""
-    found: list[Campaign] = []
-    for _, text in await read_json_files(session, campaigns_dir(unit)):
-        try:
-            found.append(Campaign.from_record(json.loads(text)))
-        except (ValueError, KeyError, TypeError):
-            continue
-    return sorted(found, key=lambda c: c.created_at)
-
-
-async def load(session: HostSession, unit: str, campaign_id: str) -> Campaign:
-    path = campaign_path(unit, campaign_id)
-    try:
-        result = await session.run(remote.read_if_exists(path), timeout=30)
-    except RemoteError as exc:
-        raise CampaignError(f"cannot read {path}: {exc}") from None
-    if not result.stdout.strip():
-        raise CampaignError(f"no campaign {campaign_id} on {session.name} ({path})")
-    try:
-        return Campaign.from_record(json.loads(result.stdout))
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CampaignError(f"{path} is not a specops campaign ({exc})") from None
-
-
-def holder(campaigns: Sequence[Campaign], now: float, mine: str | None = None) -> Campaign | None:
-    """The campaign that owns the host now: a running one, not stale, not `mine`."""
-    for campaign in campaigns:
-        if campaign.state == "running" and not campaign.stale(now) and campaign.id != mine:
-            return campaign
-    return None
-
-
-def with_cell(campaign: Campaign, index: int, cell: Cell) -> Campaign:
-    cells = list(campaign.cells)
-    cells[index] = cell
-    return replace(campaign, cells=cells)

@@ -40,9 +40,9 @@ from console.hosts.events import (
     InvocationChanged,
     RolloutEvent,
 )
+from console.ledger import campaigns
 from console.transport import remote
 from console.transport.ssh import ConnState, HostSession, RemoteError
-from console.tuning import campaign as campaigns
 from console.tuning import history
 from console.tuning.change import ChangeOutcome, change
 from console.tuning.history import HistoryEntry, HistoryError

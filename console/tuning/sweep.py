@@ -25,12 +25,13 @@ from dataclasses import dataclass, replace
 
 from console.hosts.events import ChangeAction, RolloutEvent, RolloutOutcome
 from console.hosts.profiles import FlagValue
+from console.ledger import campaigns
+from console.ledger.campaigns import Campaign, Cell, cell_text
 from console.ledger.ledger import measure
 from console.service.status import read_status
 from console.transport.ssh import Disconnected, HostSession, RemoteError
-from console.tuning import campaign as campaigns
+from console.tuning import campaign as grids
 from console.tuning import history
-from console.tuning.campaign import Campaign, Cell, cell_text
 from console.tuning.change import ChangeOutcome, change
 from console.tuning.plan import Plan, read_plan
 
@@ -161,7 +162,7 @@ class Sweep:
         campaign = self.campaign
         if campaign.prune:
             numeric = [n for n, s in self.profile.flags.items() if s.type in ("int", "float")]
-            found = campaigns.beyond(cell.values, campaign.crashed(), numeric)
+            found = grids.beyond(cell.values, campaign.crashed(), numeric)
             if found is not None:
                 name, crashed = found
                 reason = (
@@ -300,5 +301,5 @@ def new_campaign(
         soak_s=soak_s,
         measure_s=measure_s,
         prune=prune,
-        cells=[Cell(values=v) for v in campaigns.cells_of(grid)],
+        cells=[Cell(values=v) for v in grids.cells_of(grid)],
     )

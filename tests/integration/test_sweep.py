@@ -18,11 +18,11 @@ import pytest
 from console.cli import parse_args
 from console.cli import sweep as cli_sweep
 from console.hosts.events import RolloutEvent, RolloutProgress, RolloutStep
+from console.ledger import campaigns
+from console.ledger.campaigns import Campaign, Cell
 from console.service.status import read_status
 from console.sim.fleet import SimFleet
-from console.tuning import campaign as campaigns
 from console.tuning import change as tuning_change
-from console.tuning.campaign import Campaign, Cell
 from console.tuning.rollout import RolloutOptions
 from tests.integration.test_rollout import connect
 

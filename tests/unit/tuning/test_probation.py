@@ -12,10 +12,10 @@ import pytest
 
 from console.hosts.events import CrashDetected, InvocationChanged
 from console.hosts.profiles import Profile
+from console.ledger import campaigns
+from console.ledger.campaigns import Campaign
 from console.transport import remote
 from console.transport.ssh import Result
-from console.tuning import campaign as campaigns
-from console.tuning.campaign import Campaign
 from console.tuning.history import HistoryEntry, history_path
 from console.tuning.plan import Plan
 from console.tuning.probation import (
