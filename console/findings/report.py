@@ -12,7 +12,13 @@ This builds the report from the package alone, per host and SGLang release:
 - every bench matrix with the exact speedup over the baseline (the autoregressive run);
 - the best stable configuration: highest throughput at the lowest concurrency measured, among
   files with results whose configuration no snapshot saw crash;
+- each tuning campaign's grid, its best stable cell and its crash boundary
+  (console/findings/campaign_report.py);
 - a relative link to the file behind every number.
+
+It stays one module past 500 lines because its sections share one writer, one ordering and
+one collection of the package's evidence; a section that needs no more than lines and links
+(the campaigns) lives in a module of its own.
 
 Nothing in it depends on the clock or the order a directory lists in: the same package gives
 byte-identical Markdown. Reads local files only; no Textual.
@@ -20,6 +26,7 @@ byte-identical Markdown. Reads local files only; no Textual.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -44,8 +51,10 @@ from console.findings.bench_files import (
 )
 from console.findings.bench_matrix import ConfigValue
 from console.findings.bench_view import CRASHED_TEXT, config_text, speedup_text
+from console.findings.campaign_report import campaign_lines
 from console.findings.compare import Configuration, config_key, configurations
 from console.findings.compare import best as best_configuration
+from console.ledger.campaigns import CAMPAIGNS_DIR, Campaign
 from console.ledger.ledger import EXPERIMENTS_DIR, Experiment
 from console.ledger.ledger import load as load_experiments
 from console.local.files import publish_replacing, write_file
@@ -77,6 +86,8 @@ class HostEvidence:
     snapshots: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     experiments: list[tuple[str, Experiment]] = field(default_factory=list)
     """(package path, experiment) from the ledger mirrored into `experiments/HOST/`."""
+    campaigns: list[tuple[str, Campaign]] = field(default_factory=list)
+    """(package path, campaign record) mirrored into `campaigns/HOST/`."""
 
 
 def _md(text: object) -> str:
@@ -138,7 +149,22 @@ def collect(package: Path) -> dict[str, HostEvidence]:
             # console that made the change did (another profile name for the same host).
             host = directory.name
             hosts.setdefault(host, HostEvidence(host)).experiments.append((rel, experiment))
+    for host, rel, campaign in read_campaigns(package):
+        hosts.setdefault(host, HostEvidence(host)).campaigns.append((rel, campaign))
     return dict(sorted(hosts.items()))
+
+
+def read_campaigns(package: Path) -> list[tuple[str, str, Campaign]]:
+    """(host, package path, record) of every campaign under `campaigns/HOST/`; a file that is
+    no campaign record is left out."""
+    found: list[tuple[str, str, Campaign]] = []
+    for path in sorted((package / CAMPAIGNS_DIR).glob("*/*.json")):
+        try:
+            campaign = Campaign.from_record(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        found.append((path.parent.name, path.relative_to(package).as_posix(), campaign))
+    return found
 
 
 def _release(bench: BenchFile) -> str | None:
@@ -487,6 +513,7 @@ def build_report(package: Path, out: Path | None = None) -> str:
             _accept(w, files, snapshots, experiments)
             _matrices(w, files, rows, baseline)
             _best(w, files, rows, baseline, snapshots, experiments)
+        w.add(*campaign_lines(host, found.campaigns, w.link, _md))
     return "\n".join(w.lines).rstrip("\n") + "\n"
 
 

@@ -144,10 +144,15 @@ def campaign_path(unit: str, campaign_id: str) -> str:
     return posixpath.join(campaigns_dir(unit), f"{campaign_id}.json")
 
 
+def text_of(campaign: Campaign) -> str:
+    """The record's text, the same bytes on the host and in a package."""
+    return json.dumps(campaign.record(), indent=1, sort_keys=True) + "\n"
+
+
 async def save(session: HostSession, campaign: Campaign) -> str:
     """Rewrite the campaign's record on the host in one step."""
     campaign.updated_at = time.time()
-    text = json.dumps(campaign.record(), indent=1, sort_keys=True) + "\n"
+    text = text_of(campaign)
     path = campaign_path(campaign.unit, campaign.id)
     return await replace_file(session, path, text, f".{campaign.id}.json.tmp")
 

@@ -28,6 +28,9 @@ import asyncssh
 
 from console.hosts.events import JournalEntry, SnapshotProgress, SnapshotStage
 from console.hosts.profiles import FlagValue
+from console.ledger.campaigns import CAMPAIGNS_DIR, campaign_path
+from console.ledger.campaigns import load_all as load_campaigns
+from console.ledger.campaigns import text_of as campaign_text
 from console.ledger.ledger import EXPERIMENTS_DIR, load_from_host, text_of
 from console.local.redaction import REDACTED, is_secret_name, redact_text
 from console.package.bench_globs import Bench, bench_files
@@ -287,6 +290,7 @@ class _HostRun:
             )
             await self._fetch_bench(sftp, bench)
         await self._mirror_experiments()
+        await self._mirror_campaigns()
 
         if self.result.errors:
             return
@@ -345,6 +349,17 @@ class _HostRun:
             self.tracker.files_total += 1
             name = posixpath.basename(path)
             placement = await self._write(directory, name, text_of(experiment))
+            self._add(placement, path, refetch_command(self.profile, remote.read_file(path)))
+
+    async def _mirror_campaigns(self) -> None:
+        """The host's tuning campaigns into `campaigns/HOST/` (a record that changed since
+        the last snapshot is kept beside the older copy, as every host file is)."""
+        directory = self.job.package / CAMPAIGNS_DIR / self.profile.name
+        unit = self.profile.service.unit
+        for campaign in await load_campaigns(self.session, unit):
+            self.tracker.files_total += 1
+            path = campaign_path(unit, campaign.id)
+            placement = await self._write(directory, f"{campaign.id}.json", campaign_text(campaign))
             self._add(placement, path, refetch_command(self.profile, remote.read_file(path)))
 
     async def _fetch_bench(self, sftp: asyncssh.SFTPClient, bench: Sequence[Bench]) -> None:

@@ -11,12 +11,15 @@ import json
 import socket
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from console.cli import parse_args
 from console.cli import sweep as cli_sweep
+from console.cli.snapshot import cmd_snapshot
+from console.findings.report import build_report
 from console.hosts.events import RolloutEvent, RolloutProgress, RolloutStep
 from console.ledger import campaigns
 from console.ledger.campaigns import Campaign, Cell
@@ -57,7 +60,7 @@ async def flags_now(sim: SimFleet) -> dict[str, Any]:
 
 
 async def test_a_grid_with_a_crashing_cell_finishes_and_the_host_ends_where_it_began(
-    sim: SimFleet, capsys: pytest.CaptureFixture[str]
+    sim: SimFleet, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     before = await flags_now(sim)
     code, record = await sweep(sim, capsys, "budget=4,16", "cuda_graph=on,off", *QUICK)
@@ -82,6 +85,15 @@ async def test_a_grid_with_a_crashing_cell_finishes_and_the_host_ends_where_it_b
     assert actions == ["sweep-cell"] * 4 + ["sweep-end"]
     on_host = sim.hosts["b300"].local(record["path"])
     assert json.loads(on_host.read_text())["state"] == "finished"
+    # A snapshot mirrors the campaign, and the findings report shows it from the package.
+    package = tmp_path / "pkg"
+    argv = ["snapshot", "b300", "--package", str(package), "--profiles", str(sim.profiles_dir)]
+    assert await cmd_snapshot(parse_args(argv)) == 0
+    mirrored = package / "campaigns" / "b300" / f"{record['campaign']}.json"
+    assert mirrored.read_bytes() == on_host.read_bytes()
+    report = build_report(package)
+    assert f"### Campaign {record['campaign']} on b300" in report
+    assert "Crash boundary: budget 16 crashed (illegal_memory_access" in report
 
 
 async def test_a_cell_further_along_a_crashed_flag_is_skipped_and_keep_best_ends_on_it(
