@@ -139,7 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # argparse fills a `*` positional only before the first option: a command may take
+        # the words it left over (`sweep HOST --yes budget=4,8`) with its `take_unknown`.
+        taker = getattr(COMMANDS.get(getattr(args, "command", None) or ""), "take_unknown", None)
+        if taker is None or not taker(args, unknown):
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     args.profiles = getattr(args, "profiles", None)
     args.read_only = getattr(args, "read_only", False)
     args.inventory = getattr(args, "inventory", None)

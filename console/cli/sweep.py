@@ -93,6 +93,14 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     cmd.add_argument("--json", action="store_true", help="the campaign as one JSON object")
 
 
+def take_unknown(args: argparse.Namespace, words: list[str]) -> bool:
+    """Axes given after an option (`sweep HOST --yes budget=4,8`), which argparse leaves over."""
+    if not all("=" in w and not w.startswith("-") for w in words):
+        return False
+    args.axes = [*args.axes, *words]
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
     return asyncio.run(cmd_sweep(args))
 

@@ -176,7 +176,15 @@ class Sweep:
         await self._save()
         self._progress(index, cell, "changing")
         plan = await read_plan(self.session, cell.values)
-        if not plan.changed:  # the host runs this cell already: measure it in place
+        starting = all(campaign.start.get(k) == v for k, v in cell.values.items())
+        if not plan.changed and not starting:
+            # The host runs this cell's flags, but no change of this campaign verified them
+            # (a console killed mid-cell): back to the start first, then the cell as any other.
+            back = await read_plan(self.session, campaign.start)
+            if back.changed:
+                await self._change(back, ChangeAction.SWEEP_END)
+            plan = await read_plan(self.session, cell.values)
+        if not plan.changed:  # the starting configuration: measure it in place
             status = await read_status(self.session)
             windows = await self._measure(status.invocation_id or None, already_up=True)
             done = replace(
