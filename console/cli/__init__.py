@@ -11,12 +11,15 @@ loading, connecting). Nothing here imports Textual or the simulator when the CLI
 - `compare.py`: `specops compare HOST [A B] [--json] [--offline]`: configurations side by side;
 - `flags.py`: `specops flags HOST`: the service's flags, from its effective ExecStart, beside
   last good;
+- `group_set.py`: `specops set HOST HOST… NAME=VALUE…`: one change to many hosts, a canary
+  then waves;
 - `history.py`: `specops history HOST [--json]`: the configurations specops tried on a host,
   newest first;
 - `manifest.py`: `specops manifest PACKAGE [--dry-run]`: rewrite MANIFEST.sha256 after hand
   edits;
 - `metrics.py`: `specops metrics`: every host's spec-decoding numbers from `/metrics` or
   Prometheus;
+- `outcome.py`: how a change ended, as `set`, `rollback`, a group and `watch` print it;
 - `report.py`: `specops report PACKAGE [--out FILE]`: the findings report, from the package's
   evidence;
 - `rollback.py`: `specops rollback HOST [--to N | --original] [--yes] [--dry-run]`: back to a

@@ -35,22 +35,20 @@ from console.cli.common import (
     out,
     refuse_read_only,
 )
+from console.cli.group_set import run_group
+from console.cli.outcome import report, say
 from console.hosts.events import (
     ChangeAction,
     RolloutEvent,
-    RolloutFinished,
-    RolloutOutcome,
     RolloutProgress,
 )
 from console.hosts.profiles import select
 from console.service.execline import FlagError
-from console.service.flags import format_value
 from console.transport.ssh import Disconnected, HostSession, RemoteError
 from console.tuning import history
-from console.tuning.change import ChangeOutcome, change
+from console.tuning.change import change
 from console.tuning.plan import Plan, check_arguments, parse_assignments, read_plan
 
-EXCERPT_SHOWN = 25
 WAITING_EVERY_S = 15.0
 INTERRUPT_CONFIRM_S = 5.0
 
@@ -73,7 +71,28 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         help="change flags: restart, health check, smoke test, automatic rollback",
     )
     change.add_argument("host", metavar="HOST")
-    change.add_argument("assignments", nargs="+", metavar="NAME=VALUE")
+    change.add_argument(
+        "assignments",
+        nargs="+",
+        metavar="[HOST…] NAME=VALUE",
+        help="more hosts (words without `=`) make a rollout in waves: a canary, then --wave",
+    )
+    change.add_argument(
+        "--canary",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with several hosts: how many go first, alone, each through its soak (default 1)",
+    )
+    change.add_argument(
+        "--wave",
+        default="25%",
+        metavar="N|P%",
+        help="with several hosts: how many change at once after the canary (default 25%%)",
+    )
+    change.add_argument(
+        "--mixed", action="store_true", help="with several hosts: allow different SGLang releases"
+    )
     change.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     change.add_argument("--dry-run", action="store_true", help="show the diff; change nothing")
     change.add_argument(
@@ -141,63 +160,19 @@ class ProgressPrinter:
             self._status = None
 
 
-def _say(text: str) -> None:
-    out.print(text, soft_wrap=True)
-
-
-def report(outcome: ChangeOutcome) -> None:
-    """How a change ended, for people (`set`, `rollback`, `watch`'s probation rollback)."""
-    result = outcome.result
-    name = result.host
-    for note in result.abandoned:
-        err.print(
-            f"[yellow]{name}: {escape(note)}[/yellow]; `specops history {name}` shows it",
-            soft_wrap=True,
-        )
-    for warning in result.warnings:
-        err.print(f"  [yellow]![/yellow] {name} at start-up: {escape(warning)}", soft_wrap=True)
-    _report_result(result, outcome.intent)
-    if outcome.experiment is not None:
-        _say(f"experiment recorded on the host: {escape(outcome.experiment)}")
-    else:
-        err.print(
-            f"specops: {name}: experiment not recorded on the host: {outcome.not_recorded}",
-            markup=False,
-            soft_wrap=True,
-        )
-
-
-def _report_result(result: RolloutFinished, intent: str) -> None:
-    name = result.host
-    if result.outcome is RolloutOutcome.APPLIED:
-        accept = f", accept len {result.accept_len:.2f}" if result.accept_len is not None else ""
-        soaked = f", stayed up {result.soaked_s:g}s" if result.soaked_s else ""
-        _say(
-            f"[green]{name}: applied[/green] {escape(intent)}; healthy "
-            f"(invocation {result.invocation_id[:12]}){accept}{soaked}"
-        )
-        return
-    if result.excerpt:
-        err.print(f"journal of the failed invocation {result.failed_invocation or '?'}:")
-        for line in result.excerpt[-EXCERPT_SHOWN:]:
-            err.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
-    values = " ".join(f"{k}={format_value(v)}" for k, v in result.flags.items())
-    if result.outcome is RolloutOutcome.ROLLED_BACK:
-        _say(
-            f"[yellow]{name}: rolled back[/yellow]: {escape(result.reason)}\n"
-            f"{name}: back on {escape(values)}; healthy (invocation {result.invocation_id[:12]})"
-        )
-        return
-    _say(f"[red]{name}: FAILED[/red]: {escape(result.reason)}")
-    if result.rollback_error:
-        style = "bold red" if result.unreachable else ""
-        text = f"{name}: {escape(result.rollback_error)}"
-        _say(f"[{style}]{text}[/{style}]" if style else text)
-    if result.failed_invocation:
-        _say(f"back to the last good configuration: specops rollback {name}")
-
-
 async def cmd_set(args: argparse.Namespace) -> int:
+    hosts = [args.host, *(w for w in args.assignments if "=" not in w)]
+    assignments = [w for w in args.assignments if "=" in w]
+    if len(hosts) > 1:
+        profiles = select(load_profiles(args), hosts)
+        if any(refuse_read_only(args, p.name) for p in profiles[:1]):
+            return EXIT_USAGE
+        if not assignments or args.canary < 1:
+            err.print("specops: give NAME=VALUE after the hosts, and --canary of at least 1")
+            return EXIT_USAGE
+        with human_to_stderr(args.json):
+            return await run_group(profiles, assignments, args)
+    args.assignments = assignments
     (profile,) = select(load_profiles(args), [args.host])
     if refuse_read_only(args, profile.name):
         return EXIT_USAGE
@@ -228,7 +203,7 @@ async def _set(session: HostSession, args: argparse.Namespace, changes: dict[str
         return EXIT_USAGE
     if not plan.changed:
         await _report_abandoned(session, dry_run=args.dry_run)
-        _say(f"{profile.name}: nothing to change ({escape(plan.summary())})")
+        say(f"{profile.name}: nothing to change ({escape(plan.summary())})")
         if args.json:
             print(json.dumps(unchanged(profile.name, ChangeAction.SET, plan)), flush=True)
         return EXIT_OK
@@ -263,7 +238,7 @@ def unchanged(host: str, action: ChangeAction, plan: Plan) -> dict[str, object]:
 def show_plan(plan: Plan) -> None:
     """The diff and the summary of a change about to run (secret values masked)."""
     _print_diff(plan)
-    _say(f"{plan.host}: {escape(plan.summary())}")
+    say(f"{plan.host}: {escape(plan.summary())}")
     if plan.release is not None:
         err.print(f"  SGLang {escape(plan.release)} (the unit's interpreter)", style="dim")
     for note in plan.notes:

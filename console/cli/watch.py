@@ -38,6 +38,7 @@ from console.cli.common import (
     out,
     read_only_reason,
 )
+from console.cli.outcome import report
 from console.fleet.fleet import Fleet
 from console.hosts.events import CrashDetected, HostStateChanged, InvocationChanged
 from console.hosts.profiles import select
@@ -240,7 +241,7 @@ class Watch:
             self.printer.stop()
             if event.outcome is not None:
                 with human_to_stderr(self.as_json):
-                    set_.report(event.outcome)
+                    report(event.outcome)
             style = "green" if event.ok else "red"
             self.emit(
                 "probation_rollback",

@@ -217,6 +217,8 @@ class ChangeAction(StrEnum):
     """One cell of a tuning campaign (`specops sweep`)."""
     SWEEP_END = "sweep-end"
     """A campaign putting the host on its end state (where it started, or the best cell)."""
+    GROUP_SET = "group-set"
+    """One host of a change to many (`specops set HOST HOST… NAME=VALUE`, in waves)."""
 
     @property
     def kind(self) -> str:

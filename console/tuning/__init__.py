@@ -5,6 +5,7 @@
 - `campaign.py`: a tuning campaign's grid, which cells a crash makes pointless, the estimate;
 - `sweep.py`: running a campaign: the baseline, each cell a change then a measurement
   window, the host back to its end state;
+- `group.py`: one change to many hosts: a canary, then waves, stopping at the first failure;
 - `plan.py`: the diff of a change, validated before anything touches a host;
 - `rollout.py`: apply → restart → new invocation → ready → health → smoke → soak → keep or
   roll back (to the last soaked configuration, else the unit's original);

@@ -1,0 +1,174 @@
+"""`specops set HOST HOST… NAME=VALUE…`: one change to many hosts, a canary first, then waves.
+
+Everything is refused before any host is touched: a bad value (exit 2), an unreachable host
+(exit 3), a flag a host's build does not know (exit 2, naming the host), hosts on different
+SGLang releases unless `--mixed`. Then every host's diff is shown (hosts with the same diff
+together), the waves, and one confirmation. Each wave runs the one path of every change on its
+hosts at once (console/tuning/group.py); the first host that does not end healthy stops the
+rollout. The summary names the hosts on the new setting, those rolled back (with signature and
+stage) and those never touched; `--json` prints one object per host, then the rollout's.
+Exit 0 when every host ended on the new setting, 1 when the rollout stopped, 3 when a link
+was lost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from typing import Any
+
+from rich.markup import escape
+
+from console.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    confirm,
+    connect,
+    err,
+    out,
+)
+from console.cli.outcome import report
+from console.hosts.events import RolloutEvent, RolloutOutcome, RolloutProgress
+from console.hosts.profiles import Profile
+from console.service.execline import FlagError
+from console.transport.ssh import HostSession
+from console.tuning import group
+from console.tuning.plan import Plan, parse_assignments, prepare
+
+
+def _step(event: RolloutEvent) -> None:
+    """Each host's finished steps, one line each, named by host (hosts of a wave interleave)."""
+    if not isinstance(event, RolloutProgress) or event.state not in ("ok", "failed"):
+        return
+    mark = "[green]✓[/green]" if event.state == "ok" else "[red]✗[/red]"
+    label = f"{'rollback: ' if event.rollback else ''}{event.step.value}"
+    detail = f"  [dim]{escape(event.detail)}[/dim]" if event.detail else ""
+    err.print(f"  {escape(event.host)}: {mark} {label}{detail}", soft_wrap=True)
+
+
+def _wave(event: group.GroupEvent) -> None:
+    if isinstance(event, group.WaveStarted):
+        err.print(f"wave {event.number}: {', '.join(event.hosts)}", style="bold")
+
+
+async def run_group(
+    profiles: list[Profile], assignments: list[str], args: argparse.Namespace
+) -> int:
+    try:
+        changes = {p.name: parse_assignments(p, assignments) for p in profiles}
+        wave = group.wave_size(args.wave)
+    except FlagError as exc:
+        err.print(f"specops: {exc}", markup=False)
+        return EXIT_USAGE
+    except ValueError as exc:
+        err.print(f"specops: --wave {exc}", markup=False)
+        return EXIT_USAGE
+    connected = await asyncio.gather(*(connect(p) for p in profiles))
+    sessions = {s.name: s for s in connected if s is not None}
+    try:
+        if len(sessions) < len(profiles):
+            missing = [p.name for p in profiles if p.name not in sessions]
+            err.print(f"specops: not changing any host: {', '.join(missing)} unreachable")
+            return EXIT_UNREACHABLE
+        return await _run(sessions, profiles, changes, wave, args)
+    finally:
+        await asyncio.gather(*(s.close() for s in sessions.values()))
+
+
+async def _plans(
+    sessions: dict[str, HostSession], profiles: list[Profile], changes: dict[str, Any]
+) -> list[Plan]:
+    async def one(profile: Profile) -> Plan:
+        try:
+            return await prepare(sessions[profile.name], changes[profile.name])
+        except FlagError as exc:
+            raise FlagError(f"{profile.name}: {exc}") from None
+
+    return list(await asyncio.gather(*(one(p) for p in profiles)))
+
+
+async def _run(
+    sessions: dict[str, HostSession],
+    profiles: list[Profile],
+    changes: dict[str, Any],
+    wave: Any,
+    args: argparse.Namespace,
+) -> int:
+    try:
+        plans = await _plans(sessions, profiles, changes)
+    except FlagError as exc:
+        err.print(f"specops: {exc} (nothing was changed anywhere)", markup=False)
+        return EXIT_USAGE
+    releases = {p.host: p.release or "unknown" for p in plans}
+    if len(set(releases.values())) > 1 and not args.mixed:
+        listed = ", ".join(f"{h} {r}" for h, r in releases.items())
+        err.print(f"specops: hosts on different SGLang releases ({listed}); --mixed to go on")
+        return EXIT_USAGE
+    todo = [p for p in plans if p.changed]
+    for plan in plans:
+        if not plan.changed:
+            out.print(f"{plan.host}: already on it ({escape(plan.summary())}); skipped")
+    if not todo:
+        return EXIT_OK
+    waves = group.waves_of(todo, args.canary, wave)
+    for diff, hosts in group.same_diffs(todo):
+        out.print(f"[bold]{', '.join(hosts)}[/bold]:")
+        for line in diff.splitlines():
+            style = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1])
+            out.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
+    for number, members in enumerate(waves, start=1):
+        kind = "canary" if number <= args.canary else "wave"
+        out.print(f"  {kind} {number}: {', '.join(p.host for p in members)}")
+    if args.dry_run:
+        out.print("dry run: nothing was changed", style="dim")
+        return EXIT_OK
+    prompt = f"Apply to {len(todo)} hosts, a wave at a time? [y/N] "
+    if (refused := await confirm(args, prompt, "not applied")) is not None:
+        return refused
+    rollout = group.new_rollout_id()
+    ended = await group.group_change(
+        sessions, waves, rollout=rollout, soak_s=args.soak, on_event=_step, on_wave=_wave
+    )
+    for outcome in ended.outcomes:
+        report(outcome)
+    _summary(ended)
+    if args.json:
+        for outcome in ended.outcomes:
+            print(json.dumps({"rollout": rollout, **outcome.record()}, default=str))
+        print(json.dumps(_record(ended), default=str), flush=True)
+    if ended.unreachable:
+        return EXIT_UNREACHABLE
+    return EXIT_OK if ended.ok else EXIT_FAILED
+
+
+def _summary(ended: group.GroupOutcome) -> None:
+    applied = [o.host for o in ended.outcomes if o.ok]
+    back = [o for o in ended.outcomes if o.result.outcome is RolloutOutcome.ROLLED_BACK]
+    failed = [o.host for o in ended.outcomes if o.result.outcome is RolloutOutcome.FAILED]
+    out.print(f"rollout {ended.rollout}:", style="bold")
+    out.print(f"  on the new setting: {', '.join(applied) or 'none'}")
+    for o in back:
+        why = ", ".join(x for x in (o.result.signature, o.result.stage) if x) or o.result.reason
+        out.print(f"  rolled back: {o.host} ({escape(why)})", soft_wrap=True)
+    if failed:
+        out.print(f"  [red]failed[/red] (not known healthy): {', '.join(failed)}")
+    if ended.untouched:
+        out.print(f"  never touched: {', '.join(ended.untouched)}")
+
+
+def _record(ended: group.GroupOutcome) -> dict[str, Any]:
+    return {
+        "rollout": ended.rollout,
+        "ok": ended.ok,
+        "applied": [o.host for o in ended.outcomes if o.ok],
+        "rolled_back": [
+            o.host for o in ended.outcomes if o.result.outcome is RolloutOutcome.ROLLED_BACK
+        ],
+        "failed": [o.host for o in ended.outcomes if o.result.outcome is RolloutOutcome.FAILED],
+        "untouched": ended.untouched,
+        "at": time.time(),
+    }

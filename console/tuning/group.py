@@ -1,0 +1,135 @@
+"""One change to many hosts: a canary first, then waves, stopping at the first failure.
+
+`specops set b300-1 b300-2 … budget=8` used to be a shell loop that did not stop when the
+third host crashed. Here the hosts whose change would do something are split into waves —
+the first `canary` hosts alone, then waves of `wave` hosts (a count, or a share of the rest)
+— and each wave runs the one path of every change on its hosts at once (console/tuning/
+change.py, action `group-set`: restart, health, smoke, soak, rollback on failure). A wave
+starts only when every host of the one before has passed its soak; the first host that does
+not end healthy on the new setting stops the rollout: hosts of its wave finish their own
+change, no other host is touched. Pure bookkeeping and the loop: no output, no Textual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from console.hosts.events import ChangeAction, RolloutEvent
+from console.transport.ssh import HostSession
+from console.tuning.change import ChangeOutcome, change
+from console.tuning.plan import Plan
+
+
+def wave_size(text: str) -> Callable[[int], int]:
+    """`--wave 3` or `--wave 25%`: how many hosts a wave takes, given how many are left after
+    the canary (ValueError for anything else)."""
+    if text.endswith("%"):
+        share = float(text[:-1])
+        if not 0 < share <= 100:
+            raise ValueError(f"{text!r}: a share between 0 and 100 %")
+        return lambda rest: max(1, math.ceil(rest * share / 100))
+    count = int(text)
+    if count < 1:
+        raise ValueError(f"{text!r}: at least one host a wave")
+    return lambda rest: count
+
+
+def waves_of(plans: Sequence[Plan], canary: int, wave: Callable[[int], int]) -> list[list[Plan]]:
+    """The canary hosts alone (each its own wave), then the rest in waves, in the given order."""
+    head, rest = list(plans[:canary]), list(plans[canary:])
+    waves = [[p] for p in head]
+    size = wave(len(rest)) if rest else 1
+    waves += [rest[i : i + size] for i in range(0, len(rest), size)]
+    return waves
+
+
+def same_diffs(plans: Sequence[Plan]) -> list[tuple[str, list[str]]]:
+    """(diff, hosts) with hosts whose diff is the same grouped, in first-seen order."""
+    grouped: dict[str, list[str]] = {}
+    for plan in plans:
+        grouped.setdefault(plan.diff, []).append(plan.host)
+    return list(grouped.items())
+
+
+@dataclass(frozen=True)
+class WaveStarted:
+    rollout: str
+    number: int
+    """1-based; the canary hosts' waves come first."""
+    hosts: tuple[str, ...]
+    at: float
+
+
+@dataclass(frozen=True)
+class WaveEnded:
+    rollout: str
+    number: int
+    outcomes: tuple[ChangeOutcome, ...]
+    at: float
+
+
+GroupEvent = WaveStarted | WaveEnded
+
+
+@dataclass
+class GroupOutcome:
+    rollout: str
+    outcomes: list[ChangeOutcome] = field(default_factory=list)
+    untouched: list[str] = field(default_factory=list)
+    """Hosts the rollout never reached (it stopped before their wave)."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.untouched and all(o.ok for o in self.outcomes)
+
+    @property
+    def unreachable(self) -> bool:
+        return any(o.result.unreachable for o in self.outcomes)
+
+
+def new_rollout_id() -> str:
+    return f"group-{secrets.token_hex(4)}"
+
+
+async def group_change(
+    sessions: Mapping[str, HostSession],
+    waves: Sequence[Sequence[Plan]],
+    *,
+    rollout: str,
+    soak_s: float | None = None,
+    on_event: Callable[[RolloutEvent], None] | None = None,
+    on_wave: Callable[[GroupEvent], None] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> GroupOutcome:
+    """Run the waves in order, each host through `change()`; stop after the first wave in
+    which a host did not end healthy on the new setting."""
+    loop = asyncio.get_running_loop()
+    now = clock or loop.time
+    result = GroupOutcome(rollout)
+    for number, wave in enumerate(waves, start=1):
+        if result.outcomes and not all(o.ok for o in result.outcomes):
+            result.untouched += [p.host for p in wave]
+            continue
+        if on_wave is not None:
+            on_wave(WaveStarted(rollout, number, tuple(p.host for p in wave), now()))
+        outcomes = await asyncio.gather(
+            *(
+                change(
+                    sessions[plan.host],
+                    plan,
+                    action=ChangeAction.GROUP_SET,
+                    on_event=on_event,
+                    soak_s=soak_s,
+                    cause=f"rollout {rollout}, wave {number}",
+                )
+                for plan in wave
+            )
+        )
+        result.outcomes += outcomes
+        if on_wave is not None:
+            on_wave(WaveEnded(rollout, number, tuple(outcomes), now()))
+    return result

@@ -1,0 +1,113 @@
+"""One change to many simulated hosts: a canary, then waves, each starting only once the one
+before has passed its soak; the first failure stops the rollout and leaves the later waves'
+hosts untouched; `set` over several hosts refuses mixed releases and says who ended where."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from console.cli import parse_args
+from console.cli import set as cli_set
+from console.hosts.events import RolloutEvent, RolloutProgress, RolloutStep
+from console.hosts.profiles import load_fleet
+from console.sim.fleet import SimFleet
+from console.sim.sglang import Timing
+from console.transport.ssh import HostSession
+from console.tuning import group
+from console.tuning.plan import parse_assignments, read_plan
+from tests.integration.test_rollout import connect
+
+HOSTS = 8
+CHANGING = ("systemctl restart", "tee ", "mv ")
+
+
+@pytest.fixture
+async def fleet(tmp_path: Path) -> AsyncIterator[SimFleet]:
+    sim = SimFleet(
+        tmp_path / "sim",
+        hosts=HOSTS,
+        timing=Timing(load_s=0.3, decode_interval_s=0.1),
+        versions=("0.5.23",),
+    )
+    await sim.start()
+    yield sim
+    await asyncio.wait_for(sim.stop(), 10)
+
+
+async def rollout(
+    sim: SimFleet, *assignments: str
+) -> tuple[group.GroupOutcome, list[group.GroupEvent], dict[str, float]]:
+    profiles = load_fleet(sim.profiles_dir)
+    sessions: dict[str, HostSession] = {}
+    for profile in profiles:
+        sessions[profile.name] = await connect(profile)
+    loop = asyncio.get_running_loop()
+    waves_seen: list[group.GroupEvent] = []
+    soaked: dict[str, float] = {}
+
+    def step(event: RolloutEvent) -> None:
+        if isinstance(event, RolloutProgress) and (event.step, event.state) == (
+            RolloutStep.SOAK,
+            "ok",
+        ):
+            soaked[event.host] = loop.time()
+
+    try:
+        plans = [
+            await read_plan(sessions[p.name], parse_assignments(p, list(assignments)))
+            for p in profiles
+        ]
+        waves = group.waves_of(plans, 1, group.wave_size("3"))
+        ended = await group.group_change(
+            sessions, waves, rollout="group-test", on_event=step, on_wave=waves_seen.append
+        )
+    finally:
+        await asyncio.gather(*(s.close() for s in sessions.values()))
+    return ended, waves_seen, soaked
+
+
+async def test_no_wave_starts_before_every_host_of_the_one_before_passed_its_soak(
+    fleet: SimFleet,
+) -> None:
+    ended, events, soaked = await rollout(fleet, "budget=4")
+    assert ended.ok and len(ended.outcomes) == HOSTS
+    started = [e for e in events if isinstance(e, group.WaveStarted)]
+    assert [len(e.hosts) for e in started] == [1, 3, 3, 1]  # the canary, then waves of 3
+    for before, after in itertools.pairwise(started):
+        assert all(soaked[h] <= after.at for h in before.hosts), (before, after)
+    assert all(o.result.history_entry is not None for o in ended.outcomes)
+
+
+async def test_a_failure_in_wave_two_stops_the_rollout_before_wave_three(fleet: SimFleet) -> None:
+    names = [p.name for p in load_fleet(fleet.profiles_dir)]  # the rollout's order
+    fleet.hosts[names[2]].lacks.add("journalctl")  # wave 2's second host cannot be changed
+    ended, events, _ = await rollout(fleet, "budget=4")
+    assert not ended.ok
+    assert [o.host for o in ended.outcomes if not o.ok] == [names[2]]
+    assert ended.untouched == names[4:]
+    assert len([e for e in events if isinstance(e, group.WaveStarted)]) == 2
+    for name in names[4:]:  # never touched: no write, no restart
+        assert not any(c.startswith(CHANGING) for c in fleet.hosts[name].commands), name
+    assert all(o.ok for o in ended.outcomes if o.host in (names[0], names[1], names[3]))
+
+
+async def test_set_over_hosts_on_different_releases_is_refused_before_anything_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    timing = Timing(load_s=0.3, decode_interval_s=0.1)
+    sim = SimFleet(tmp_path / "mixed", hosts=2, timing=timing, versions=("0.5.9-ddtree", "0.5.23"))
+    await sim.start()
+    try:
+        names = list(sim.hosts)
+        args = parse_args(["set", *names, "budget=4", "--yes", "--profiles", str(sim.profiles_dir)])
+        assert await cli_set.cmd_set(args) == 2
+        assert "different SGLang releases" in capsys.readouterr().err
+        for host in sim.hosts.values():
+            assert not any(c.startswith(CHANGING) for c in host.commands)
+    finally:
+        await asyncio.wait_for(sim.stop(), 10)
