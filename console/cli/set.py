@@ -73,9 +73,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     change.add_argument("host", metavar="HOST")
     change.add_argument(
         "assignments",
-        nargs="+",
+        nargs="*",
         metavar="[HOST…] NAME=VALUE",
-        help="more hosts (words without `=`) make a rollout in waves: a canary, then --wave",
+        help="more hosts (words without `=`) make a rollout in waves: a canary, then --wave; "
+        "with --group G the group's hosts (then HOST may be the first NAME=VALUE)",
     )
     change.add_argument(
         "--canary",
@@ -161,10 +162,18 @@ class ProgressPrinter:
 
 
 async def cmd_set(args: argparse.Namespace) -> int:
-    hosts = [args.host, *(w for w in args.assignments if "=" not in w)]
-    assignments = [w for w in args.assignments if "=" in w]
-    if len(hosts) > 1:
-        profiles = select(load_profiles(args), hosts)
+    words = [args.host, *args.assignments]
+    hosts = [w for w in words if "=" not in w]
+    assignments = [w for w in words if "=" in w]
+    if not assignments:
+        err.print("specops: nothing to set: give at least one NAME=VALUE")
+        return EXIT_USAGE
+    if not hosts and not args.group:
+        err.print("specops: which host? name it, or several, or --group G")
+        return EXIT_USAGE
+    if len(hosts) > 1 or args.group:
+        everyone = load_profiles(args)  # --group already kept only the group's hosts
+        profiles = select(everyone, hosts) if hosts else everyone
         if any(refuse_read_only(args, p.name) for p in profiles[:1]):
             return EXIT_USAGE
         if not assignments or args.canary < 1:
@@ -172,7 +181,7 @@ async def cmd_set(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         with human_to_stderr(args.json):
             return await run_group(profiles, assignments, args)
-    args.assignments = assignments
+    args.host, args.assignments = hosts[0], assignments
     (profile,) = select(load_profiles(args), [args.host])
     if refuse_read_only(args, profile.name):
         return EXIT_USAGE

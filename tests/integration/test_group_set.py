@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -111,3 +112,22 @@ async def test_set_over_hosts_on_different_releases_is_refused_before_anything_c
             assert not any(c.startswith(CHANGING) for c in host.commands)
     finally:
         await asyncio.wait_for(sim.stop(), 10)
+
+
+async def test_set_over_a_group_changes_its_hosts_and_no_other(
+    fleet: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    names = [p.name for p in load_fleet(fleet.profiles_dir)]
+    pair = names[:2]
+    for name in pair:
+        path = fleet.profiles_dir / f"{name}.toml"
+        text = path.read_text()
+        first = text.index("\n") + 1  # after `name = …`, before the first table
+        path.write_text(text[:first] + 'groups = ["pair"]\n' + text[first:])
+    argv = ["set", "--group", "pair", "budget=4", "--yes", "--json"]
+    args = parse_args([*argv, "--profiles", str(fleet.profiles_dir)])
+    assert await cli_set.cmd_set(args) == 0
+    summary = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert sorted(summary["applied"]) == sorted(pair) and summary["untouched"] == []
+    for name in names[2:]:
+        assert not any(c.startswith(CHANGING) for c in fleet.hosts[name].commands), name
