@@ -189,3 +189,24 @@ def test_a_module_missing_from_its_room_docstring_is_found(tmp_path: Path) -> No
     (room / "kept.py").write_text("")
     (room / "forgotten.py").write_text("")
     assert _unnamed_modules(room) == ["forgotten.py"]
+
+
+PLANTED = [
+    ("widgets/planted.py", "console.sim", "widgets is not allowed to import console.sim"),
+    ("console/watch/planted.py", "textual", "console.watch is not allowed to import textual"),
+]
+
+
+@pytest.mark.parametrize(("module", "imported", "broken"), PLANTED)
+def test_the_contracts_forbid_what_no_code_does(
+    tmp_path: Path, module: str, imported: str, broken: str
+) -> None:
+    """A planted import the layers forbid (the simulator from a widget, Textual from the
+    domain) fails lint-imports in a copy of the tree: the contracts are not decoration."""
+    for part in ("console", "widgets"):
+        shutil.copytree(REPO / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / module).write_text(f"import {imported}\n")
+    result = subprocess.run(_tool("lint-imports"), cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode != 0
+    assert broken in result.stdout
