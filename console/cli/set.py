@@ -174,7 +174,7 @@ async def cmd_set(args: argparse.Namespace) -> int:
     if len(hosts) > 1 or args.group:
         everyone = load_profiles(args)  # --group already kept only the group's hosts
         profiles = select(everyone, hosts) if hosts else everyone
-        if any(refuse_read_only(args, p.name) for p in profiles[:1]):
+        if refuse_read_only(args, ", ".join(p.name for p in profiles)):
             return EXIT_USAGE
         if not assignments or args.canary < 1:
             err.print("specops: give NAME=VALUE after the hosts, and --canary of at least 1")

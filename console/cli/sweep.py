@@ -289,12 +289,6 @@ class CellPrinter:
             self._status = None
 
 
-def _speedup(cell: Cell, baseline: Cell | None) -> str:
-    if baseline is None or not baseline.tok_s or cell.tok_s is None:
-        return "-"
-    return f"{cell.tok_s / baseline.tok_s:.2f}×"
-
-
 def _show_results(campaign: Campaign) -> None:
     table = Table(title=f"{campaign.host} · campaign {campaign.id} · {campaign.state}")
     for column in ("cell", "flags", "outcome", "accept len", "tok/s", "speedup", "why"):
@@ -316,7 +310,7 @@ def _show_results(campaign: Campaign) -> None:
             f"[{style}]{cell.outcome}[/{style}]" if style else cell.outcome,
             accept,
             tps,
-            _speedup(cell, campaign.baseline),
+            campaign.speedup_text(cell),
             escape(why[:80]),
         )
     out.print(table)
@@ -341,9 +335,7 @@ def result_record(campaign: Campaign) -> dict[str, Any]:
             "tok_s": c.tok_s,
             "tok_s_sd": c.tok_s_sd,
             "n": c.n,
-            "speedup": (c.tok_s / campaign.baseline.tok_s)
-            if campaign.baseline and campaign.baseline.tok_s and c.tok_s
-            else None,
+            "speedup": campaign.speedup(c),
             "history_entry": c.history_entry,
         }
 

@@ -40,12 +40,6 @@ def _numbers(value: float | None, spread: float | None, digits: int) -> str:
     return f"{value:.{digits}f} ± {spread or 0:.{digits}f}"
 
 
-def _speedup(cell: Cell, baseline: Cell | None) -> str:
-    if baseline is None or not baseline.tok_s or cell.tok_s is None:
-        return "-"
-    return f"{cell.tok_s / baseline.tok_s:.2f}×"
-
-
 def boundary(campaign: Campaign) -> list[str]:
     """Each crash beside the cell that ran nearest to it along one numeric flag."""
     ran = [c for c in campaign.cells if c.outcome == "measured"]
@@ -108,7 +102,7 @@ def campaign_lines(
             lines.append(
                 f"| {label} | {md(cell_text(shown))} | {outcome} | "
                 f"{_numbers(cell.accept_len, cell.accept_len_sd, 2)} | "
-                f"{_numbers(cell.tok_s, cell.tok_s_sd, 0)} | {_speedup(cell, campaign.baseline)} |"
+                f"{_numbers(cell.tok_s, cell.tok_s_sd, 0)} | {campaign.speedup_text(cell)} |"
             )
         lines.append("")
         best = campaign.best()
@@ -116,7 +110,7 @@ def campaign_lines(
             shown = {k: v for k, v in best.values.items() if k in campaign.grid}
             lines.append(
                 f"Best stable cell: {md(cell_text(shown))}, {best.tok_s or 0:.0f} tok/s "
-                f"({_speedup(best, campaign.baseline)} the baseline)."
+                f"({campaign.speedup_text(best)} the baseline)."
             )
         for sentence in boundary(campaign):
             lines.append(f"Crash boundary: {md(sentence)}.")

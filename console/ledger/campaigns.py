@@ -125,6 +125,16 @@ class Campaign:
         up = [c for c in self.cells if c.outcome == "measured" and c.tok_s is not None]
         return max(up, key=lambda c: c.tok_s or 0.0) if up else None
 
+    def speedup(self, cell: Cell) -> float | None:
+        """The cell's tok/s over the baseline's (None when either was not measured)."""
+        base = self.baseline.tok_s if self.baseline is not None else None
+        return cell.tok_s / base if base and cell.tok_s is not None else None
+
+    def speedup_text(self, cell: Cell) -> str:
+        """`1.03×`, or `-`."""
+        ratio = self.speedup(cell)
+        return "-" if ratio is None else f"{ratio:.2f}×"
+
     def stale(self, now: float) -> bool:
         return self.state == "running" and now - self.updated_at > STALE_LOCK_S
 

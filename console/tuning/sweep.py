@@ -20,14 +20,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 
 from console.hosts.events import ChangeAction, RolloutEvent, RolloutOutcome
 from console.hosts.profiles import FlagValue
 from console.ledger import campaigns
 from console.ledger.campaigns import Campaign, Cell, cell_text
-from console.ledger.ledger import measure
+from console.ledger.ledger import WindowStats, measure
 from console.service.status import read_status
 from console.transport.ssh import Disconnected, HostSession, RemoteError
 from console.tuning import campaign as grids
@@ -64,15 +64,17 @@ class SweepFinished:
 SweepEvent = SweepProgress | SweepFinished
 
 
-def _numbers(cell: Cell, windows: dict[str, object]) -> Cell:
+def _numbers(cell: Cell, windows: Mapping[str, WindowStats]) -> Cell:
+    """The cell with its window's accept length and throughput (mean, sd, lines)."""
     accept, tps = windows.get("accept_len"), windows.get("gen_throughput")
+    counted = tps or accept
     return replace(
         cell,
-        accept_len=getattr(accept, "mean", None),
-        accept_len_sd=getattr(accept, "stddev", None),
-        tok_s=getattr(tps, "mean", None),
-        tok_s_sd=getattr(tps, "stddev", None),
-        n=int(getattr(tps, "count", 0) or getattr(accept, "count", 0) or 0),
+        accept_len=accept.mean if accept else None,
+        accept_len_sd=accept.stddev if accept else None,
+        tok_s=tps.mean if tps else None,
+        tok_s_sd=tps.stddev if tps else None,
+        n=counted.count if counted else 0,
     )
 
 
@@ -147,7 +149,7 @@ class Sweep:
 
     async def _measure(
         self, invocation: str | None, *, already_up: bool = False
-    ) -> dict[str, object]:
+    ) -> dict[str, WindowStats]:
         """The invocation's numbers over the window: a run already up is measured over its
         last `measure_s`; a new one is first given `measure_s` to log them."""
         if not already_up:
