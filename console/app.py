@@ -142,6 +142,7 @@ class SpecopsApp(
             source="tui",
             read_only="read-only console" if self.read_only else None,
             on_window=fleet.probation,
+            clock=fleet.clock,
         )
         self.left_on = LeftOnWatch(fleet.sessions, lambda f: self.post_message(LeftOnUpdated(f)))
         self.left_ons = deque(maxlen=ALERTS_KEPT)

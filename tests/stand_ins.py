@@ -48,11 +48,29 @@ class FakeClock:
     def time(self) -> float:
         return self.now
 
+    def monotonic(self) -> float:
+        return self.now
+
     def call_later(self, delay: float, callback: Callable[[], None]) -> _FakeTimer:
         timer = _FakeTimer(self.now + delay, callback, asyncio.get_running_loop())
         with self._lock:
             self._timers.append(timer)
         return timer
+
+    @property
+    def waiting(self) -> int:
+        """Timers set and not yet due (a sleep, a timeout, an idle close)."""
+        with self._lock:
+            return sum(not t.cancelled for t in self._timers)
+
+    async def when_waiting(self, count: int = 1, *, turns: int = 10_000) -> None:
+        """Let the loop run until `count` timers wait on this clock (everything that can
+        run before sleeping has run); fails after `turns` loop turns, not after a time."""
+        for _ in range(turns):
+            if self.waiting >= count:
+                return
+            await asyncio.sleep(0)
+        raise AssertionError(f"{self.waiting} timers wait on the clock, not {count}")
 
     def advance(self, seconds: float) -> None:
         """Move time on by `seconds`; the timers now due run (soon, on their own loops)."""

@@ -109,6 +109,7 @@ class Watch:
             source="cli",
             read_only=None if self.read_only is None else f"read-only ({self.read_only})",
             countdown_s=args.countdown,
+            clock=self.fleet.clock,
         )
         self.stopped = asyncio.Event()
         self._asked_at = -set_.INTERRUPT_CONFIRM_S

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import TypeVar
 
 from console.fleet.demand import PROBATION, SCREEN, SELECTED, Demand
+from console.hosts import clock as clocks
 from console.hosts.clock import SYSTEM, Clock
 from console.hosts.events import (
     CrashDetected,
@@ -111,6 +112,7 @@ class Fleet:
                 on_command=on_command,
                 budget=self.connect_budget,
                 idle=on_demand,
+                clock=clock,
             )
             for name, p in self.profiles.items()
         }
@@ -285,11 +287,9 @@ class Fleet:
                 status = ServiceStatus(host=name, error=f"{name}: {exc}")
             self._remember(status)
             dirty = self._dirty[name]
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.poll_wait(name)):
-                    await dirty.wait()
+            await clocks.wait(self.clock, dirty, self.poll_wait(name))
             dirty.clear()
-            await asyncio.sleep(0.2)  # coalesce a burst of systemd lines into one read
+            await clocks.sleep(self.clock, 0.2)  # coalesce a burst of systemd lines into one read
 
     async def _poll_health(self, name: str) -> None:
         """`/health` every `health_s` while connected and on screen; an event when it changes."""
@@ -311,9 +311,7 @@ class Fleet:
                 # on screen; the long timeout only bounds a wake missed. Waking every host
                 # every `health_s` to find it still off screen cost 200 hosts ~0.4 % of a core.
                 wait = max(self.health_s, self.poll_s)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait):
-                    await wake.wait()  # or sooner: the row came on screen (`on_screen`)
+            await clocks.wait(self.clock, wake, wait)  # or sooner: the row came on screen
 
     def _remember(self, status: ServiceStatus) -> None:
         previous = self.status.get(status.host)
@@ -424,8 +422,11 @@ class Fleet:
                 await task
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        # A task cancelled inside asyncssh may end in asyncssh's own error (a channel opened
+        # on a connection being torn down): stopping goes on, and says so in the log.
+        ended = await asyncio.gather(*self._tasks, return_exceptions=True)
+        for task, result in zip(self._tasks, ended, strict=True):
+            if isinstance(result, Exception):
+                log.warning("%s ended with %r while stopping", task.get_name(), result)
         self._tasks.clear()
         await asyncio.gather(*(s.close() for s in self.sessions.values()))

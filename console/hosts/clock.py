@@ -1,15 +1,19 @@
-"""The one clock: what time it is, and running something later.
+"""The one clock: what time it is, waiting, and running something later.
 
 Behaviour that depends on time (how stale a host's numbers are, when an idle host closes,
-when a status poll or a probation window is due) reads a `Clock` it was given instead of
-`time.time()` and `loop.call_later`, so a test can advance time at once instead of waiting
-for it, and a loaded machine running the suite changes nothing a test checks. `SYSTEM` is
-the real one.
+reconnect back-off, health and status polls, soak windows, probation countdowns, crash-loop
+windows) reads a `Clock` it was given instead of `time.time()`, `asyncio.sleep` and
+`loop.call_later`, so a test can advance time at once instead of waiting for it, and a
+loaded machine running the suite changes nothing a test checks. `SYSTEM` is the real one.
+
+A clock only needs `time`, `monotonic` and `call_later`; `sleep` and `wait` are built on
+`call_later`, so every clock (the tests' `FakeClock` included) waits the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -24,6 +28,10 @@ class Clock(Protocol):
         """Seconds since the epoch (wall time, comparable with the hosts' journal)."""
         ...
 
+    def monotonic(self) -> float:
+        """Seconds that only go forward: deadlines and durations."""
+        ...
+
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
         """Run `callback` on the calling loop after `delay` seconds."""
         ...
@@ -35,8 +43,49 @@ class SystemClock:
     def time(self) -> float:
         return time.time()
 
+    def monotonic(self) -> float:
+        return time.monotonic()
+
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
         return asyncio.get_running_loop().call_later(delay, callback)
 
 
 SYSTEM: Clock = SystemClock()
+
+
+async def sleep(clock: Clock, seconds: float) -> None:
+    """`asyncio.sleep` on `clock`."""
+    if seconds <= 0:
+        await asyncio.sleep(0)
+        return
+    done = asyncio.get_running_loop().create_future()
+
+    def wake() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    timer = clock.call_later(seconds, wake)
+    try:
+        await done
+    finally:
+        timer.cancel()
+
+
+async def wait(clock: Clock, event: asyncio.Event, timeout: float | None) -> bool:
+    """Wait for `event` at most `timeout` seconds of `clock` (None: for ever); True when it
+    is set."""
+    if event.is_set():
+        return True
+    if timeout is None:
+        await event.wait()
+        return True
+    waiter = asyncio.ensure_future(event.wait())
+    sleeper = asyncio.ensure_future(sleep(clock, timeout))
+    try:
+        await asyncio.wait((waiter, sleeper), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (waiter, sleeper):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    return event.is_set()

@@ -22,6 +22,8 @@ from typing import Any, AnyStr
 import asyncssh
 from asyncssh.encryption import get_default_encryption_algs
 
+from console.hosts import clock as clocks
+from console.hosts.clock import SYSTEM, Clock
 from console.hosts.events import ConnState as ConnState  # re-exported: the session's states
 from console.hosts.events import HostState as HostState
 from console.hosts.profiles import Profile, ProfileError
@@ -293,8 +295,11 @@ class HostSession:
         backoff: Backoff = Backoff(),
         budget: ConnectBudget | None = None,
         idle: bool = False,
+        clock: Clock = SYSTEM,
     ) -> None:
         self.profile = profile
+        self.clock = clock
+        """Back-off waits, state times, and the rollouts run over this session read it."""
         self._budget = budget
         self.name = profile.name
         self._on_state = on_state
@@ -306,7 +311,7 @@ class HostSession:
         self._connected = asyncio.Event()
         self._settled = asyncio.Event()
         first = ConnState.IDLE if idle else ConnState.CONNECTING
-        self._state = HostState(self.name, first, since=time.time())
+        self._state = HostState(self.name, first, since=clock.time())
         """IDLE until first started, when the host is only opened on demand."""
         self._wake = asyncio.Event()
 
@@ -355,17 +360,12 @@ class HostSession:
 
     async def wait_settled(self, timeout: float) -> HostState:
         """Wait until the first connection attempt has an outcome (or `timeout`)."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                await self._settled.wait()
+        await clocks.wait(self.clock, self._settled, timeout)
         return self._state
 
     async def wait_connected(self, timeout: float | None = None) -> bool:
         """Wait for a live connection (forever when `timeout` is None)."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                await self._connected.wait()
-        return self._connected.is_set()
+        return await clocks.wait(self.clock, self._connected, timeout)
 
     def _set(self, state: ConnState, detail: str = "", fingerprint: str | None = None) -> None:
         if state is not ConnState.CONNECTING and state is not ConnState.RECONNECTING:
@@ -376,7 +376,7 @@ class HostSession:
             self._state.fingerprint,
         ):
             return
-        self._state = HostState(self.name, state, detail, fingerprint, time.time())
+        self._state = HostState(self.name, state, detail, fingerprint, self.clock.time())
         log.info("%s: %s %s", self.name, state.value, detail)
         if self._on_state is not None:
             self._on_state(self._state)
@@ -438,13 +438,11 @@ class HostSession:
             await conn.wait_closed()
             self._connected.clear()
             await self._drop()
-            await asyncio.sleep(self._backoff.delay(0))
+            await clocks.sleep(self.clock, self._backoff.delay(0))
 
     async def _sleep(self, delay: float | None) -> None:
         self._wake.clear()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(delay):
-                await self._wake.wait()
+        await clocks.wait(self.clock, self._wake, delay)
 
     async def _offered_key(self) -> asyncssh.SSHKey | None:
         try:
@@ -474,7 +472,8 @@ class HostSession:
     def _audit(self, shell: str, returncode: int | None, started: float) -> None:
         if self._on_command is not None:
             duration = time.monotonic() - started
-            self._on_command(CommandRecord(self.name, shell, returncode, duration, time.time()))
+            record = CommandRecord(self.name, shell, returncode, duration, self.clock.time())
+            self._on_command(record)
 
     async def _spawn(
         self, command: Command, encoding: str | None = "utf-8"

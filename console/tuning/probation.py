@@ -29,10 +29,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from console.hosts import clock as clocks
+from console.hosts.clock import SYSTEM, Clock
 from console.hosts.events import (
     ChangeAction,
     CrashDetected,
@@ -220,7 +221,7 @@ class ProbationGuard:
         source: str = "cli",
         read_only: str | None = None,
         countdown_s: float | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM,
         tick_s: float = 1.0,
         on_window: Callable[[str, float | None], None] | None = None,
     ) -> None:
@@ -261,14 +262,14 @@ class ProbationGuard:
         session = self.sessions[host]
         profile = session.profile
         entries = await history.load(session, profile.service.unit)
-        probation = probation_of(host, entries, profile.service.probation_s, self.clock())
+        probation = probation_of(host, entries, profile.service.probation_s, self.clock.time())
         before = self.probations.get(host)
         if probation is None:
             self.probations.pop(host, None)
         else:
             self.probations[host] = probation
         if self.on_window is not None:
-            self.on_window(host, None if probation is None else probation.left_s(self.clock()))
+            self.on_window(host, None if probation is None else probation.left_s(self.clock.time()))
         if host not in self._known or _entry(before) != _entry(probation):
             self._known.add(host)
             self.on_event(ProbationState(host, probation))
@@ -293,7 +294,7 @@ class ProbationGuard:
 
     def state(self, host: str) -> Probation | None:
         probation = self.probations.get(host)
-        if probation is not None and self.clock() > probation.until:
+        if probation is not None and self.clock.time() > probation.until:
             return None
         return probation
 
@@ -383,7 +384,7 @@ class ProbationGuard:
             running = await campaigns.load_all(session, session.profile.service.unit)
         except RemoteError:
             return False
-        return campaigns.holder(running, time.time()) is not None
+        return campaigns.holder(running, self.clock.time()) is not None
 
     async def _act(self, probation: Probation, crash: ProbationCrash) -> None:
         host = probation.host
@@ -461,13 +462,10 @@ class ProbationGuard:
         """True when it ran out; False when the operator cancelled it."""
         cancelled = self._cancel[host] = asyncio.Event()
         try:
-            deadline = time.monotonic() + seconds
-            while (left := deadline - time.monotonic()) > 0:
+            deadline = self.clock.monotonic() + seconds
+            while (left := deadline - self.clock.monotonic()) > 0:
                 self.on_event(ProbationTick(host, left))
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(min(self.tick_s, left)):
-                        await cancelled.wait()
-                if cancelled.is_set():
+                if await clocks.wait(self.clock, cancelled, min(self.tick_s, left)):
                     return False
             return not cancelled.is_set()
         finally:

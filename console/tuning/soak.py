@@ -14,11 +14,10 @@ This module holds the loop's timing (a countdown with the live accept length, ch
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
 from collections.abc import Awaitable, Callable
 
+from console.hosts import clock as clocks
+from console.hosts.clock import SYSTEM, Clock
 from console.tuning.invocation import InvocationWatch
 
 STAGES = ("capture", "startup", "soak")
@@ -46,24 +45,25 @@ async def soak(
     poll_s: float,
     check: Callable[[], Awaitable[None]],
     report: Callable[[str], None],
+    clock: Clock = SYSTEM,
 ) -> None:
-    """Hold for `seconds`: `check()` (which raises on any sign of failure) runs every `poll_s`,
-    at once when new journal lines arrive, and at the end; `report` gets the countdown."""
-    deadline = time.monotonic() + seconds
+    """Hold for `seconds` of `clock`: `check()` (which raises on any sign of failure) runs
+    every `poll_s`, at once when new journal lines arrive, and at the end; `report` gets the
+    countdown."""
+    deadline = clock.monotonic() + seconds
     next_poll = 0.0
     while True:
-        now = time.monotonic()
+        now = clock.monotonic()
         if now >= deadline:
             await check()
             return
         if now >= next_poll:
             await check()
-            report(countdown(deadline - time.monotonic(), watch.last_accept_len))
-            next_poll = time.monotonic() + poll_s
+            report(countdown(deadline - clock.monotonic(), watch.last_accept_len))
+            next_poll = clock.monotonic() + poll_s
         watch.changed.clear()
-        wait = max(0.0, min(next_poll, deadline) - time.monotonic())
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(wait):
-                await watch.changed.wait()
+        await clocks.wait(
+            clock, watch.changed, max(0.0, min(next_poll, deadline) - clock.monotonic())
+        )
         if watch.signature is not None:
             await check()

@@ -10,15 +10,14 @@ Each raises `StepFailure` with what it saw; none of them rolls anything back.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import posixpath
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from console.hosts import clock as clocks
 from console.hosts.events import (
     ChangeAction,
     RolloutEvent,
@@ -95,7 +94,9 @@ class RolloutSteps:
         self.unit = plan.unit
         self.options = options
         self._on_event = on_event
-        self._t0 = time.monotonic()
+        self.clock = session.clock
+        """The session's clock: polls, deadlines, the soak (console/hosts/clock.py)."""
+        self._t0 = self.clock.monotonic()
         self._touched = False
         self._restarted = False
         self._watch: InvocationWatch | None = None
@@ -129,7 +130,7 @@ class RolloutSteps:
             self._on_event(event)
 
     def _step(self, step: RolloutStep, state: str, detail: str = "") -> None:
-        elapsed = time.monotonic() - self._t0
+        elapsed = self.clock.monotonic() - self._t0
         if state == "running":
             self._current = step
         self._emit(RolloutProgress(self.plan.host, step, state, detail, elapsed, self._rollback))
@@ -144,16 +145,17 @@ class RolloutSteps:
         `reconnect_s` has passed. A session may still say "connected" for a moment after its
         link died (issue 20: 7 of 21 fault runs abandoned a rollback on the first failed
         command), so only a command that completes proves the reconnect."""
-        deadline = time.monotonic() + self.options.reconnect_s
+        deadline = self.clock.monotonic() + self.options.reconnect_s
         while True:
             try:
                 return await step()
             except Disconnected:
-                left = deadline - time.monotonic()
+                left = deadline - self.clock.monotonic()
                 if left <= 0:
                     raise
                 await self.session.wait_connected(left)
-                await asyncio.sleep(min(RETRY_PAUSE_S, max(0.0, deadline - time.monotonic())))
+                pause = min(RETRY_PAUSE_S, max(0.0, deadline - self.clock.monotonic()))
+                await clocks.sleep(self.clock, pause)
 
     async def _link_down(self) -> bool:
         """Whether the link fails a cheap read now: a step that failed over HTTP (the port
@@ -272,7 +274,7 @@ class RolloutSteps:
         self._restarted = True
         await self._idempotent(remote.systemctl_restart(self.unit), timeout=self.ready_timeout_s)
         self._step(RolloutStep.RESTART, "ok")
-        started = time.monotonic()
+        started = self.clock.monotonic()
         self._step(RolloutStep.INVOCATION, "running")
         while True:
             props = await self._show()
@@ -281,9 +283,9 @@ class RolloutSteps:
                 break
             if props.get("ActiveState") == "failed":
                 raise StepFailure(f"the unit failed to start (Result={props.get('Result')})")
-            if time.monotonic() - started > self.options.invocation_timeout_s:
+            if self.clock.monotonic() - started > self.options.invocation_timeout_s:
                 raise StepFailure("systemd started no new invocation after the restart")
-            await asyncio.sleep(min(self.options.poll_s, 0.5))
+            await clocks.sleep(self.clock, min(self.options.poll_s, 0.5))
         restarts = int(props.get("NRestarts") or 0)
         self._restarts = restarts
         self._ready = False
@@ -312,15 +314,13 @@ class RolloutSteps:
         next_poll = 0.0
         while True:
             self._check_crash()
-            if time.monotonic() >= next_poll or watch.phase != polled_phase:
+            if self.clock.monotonic() >= next_poll or watch.phase != polled_phase:
                 polled_phase = watch.phase
-                next_poll = time.monotonic() + self.options.poll_s
+                next_poll = self.clock.monotonic() + self.options.poll_s
                 if await self._ready_now(invocation, restarts, started):
                     return
             watch.changed.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(0.0, next_poll - time.monotonic())):
-                    await watch.changed.wait()
+            await clocks.wait(self.clock, watch.changed, next_poll - self.clock.monotonic())
 
     async def _ready_now(self, invocation: str, restarts: int, started: float) -> bool:
         watch = self._watch
@@ -336,7 +336,7 @@ class RolloutSteps:
             )
         healthy, detail = await self._health()
         self._check_crash()
-        elapsed = time.monotonic() - started
+        elapsed = self.clock.monotonic() - started
         timeout = self.ready_timeout_s
         if healthy:
             self._ready = True
@@ -376,13 +376,11 @@ class RolloutSteps:
         watch = self._watch
         assert watch is not None
         self._step(RolloutStep.SETTLE, "running")
-        deadline = time.monotonic() + self.options.settle_s
-        while watch.accept_len is None and time.monotonic() < deadline:
+        deadline = self.clock.monotonic() + self.options.settle_s
+        while watch.accept_len is None and self.clock.monotonic() < deadline:
             self._check_crash()
             watch.changed.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(deadline - time.monotonic()):
-                    await watch.changed.wait()
+            await clocks.wait(self.clock, watch.changed, deadline - self.clock.monotonic())
         self._check_crash()
         props = await self._show()
         if props.get("InvocationID") != invocation or props.get("ActiveState") != "active":
@@ -431,7 +429,9 @@ class RolloutSteps:
         def report(countdown: str) -> None:
             self._step(RolloutStep.SOAK, "waiting", countdown)
 
-        await soak(watch, seconds, poll_s=self.options.poll_s, check=check, report=report)
+        await soak(
+            watch, seconds, poll_s=self.options.poll_s, check=check, report=report, clock=self.clock
+        )
         healthy, detail = await self._health()
         self._check_crash()
         if not healthy:
@@ -450,7 +450,7 @@ class RolloutSteps:
             host=self.plan.host,
             outcome=outcome,
             reason=reason,
-            duration_s=time.monotonic() - self._t0,
+            duration_s=self.clock.monotonic() - self._t0,
             warnings=tuple(self._watch.warnings) if self._watch is not None else (),
             **fields,
         )

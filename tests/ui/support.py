@@ -14,6 +14,7 @@ from textual.pilot import Pilot
 
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
+from tests.stand_ins import FakeClock
 from widgets.rollout_view import RolloutScreen
 
 
@@ -42,6 +43,19 @@ async def until(pilot: Pilot[Any], predicate: Callable[[], object], timeout: flo
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
         await pilot.pause(0.05)
+
+
+def ticking(
+    clock: FakeClock, predicate: Callable[[], object], step: float = 0.5
+) -> Callable[[], bool]:
+    """`predicate`, checked after moving `clock` on by `step`: what waits on the fleet's clock
+    (health and status polls, back-off) runs as if `step` seconds passed between looks."""
+
+    def check() -> bool:
+        clock.advance(step)
+        return bool(predicate())
+
+    return check
 
 
 async def applied(pilot: Pilot[Any], timeout: float = 40) -> RolloutScreen:

@@ -11,7 +11,7 @@ from console.fleet.fleet import Fleet
 from console.hosts.profiles import load_fleet
 from console.sim.host import SimHost
 from tests.stand_ins import FakeClock
-from tests.ui.support import simulated_fleet, until
+from tests.ui.support import simulated_fleet, ticking, until
 from widgets.fleet_rows import COLUMNS
 from widgets.host_table import HostTable
 
@@ -64,9 +64,11 @@ async def test_a_stalled_scheduler_greys_its_numbers_and_ages_in_yellow(tmp_path
         app = SpecopsApp(Fleet(load_fleet(sim.profiles_dir), health_s=0.5, clock=clock))
         async with app.run_test(size=(150, 40)) as pilot:
             host = sim.hosts["b300"]
-            await serving(pilot, app, host)
             table = app.query_one(HostTable)
             row = table.rows_by_name["b300"]
+            await until(pilot, lambda: host.unit.server is not None and host.unit.server.ready)
+            # /health is asked every health_s of the fleet's clock: move it on between looks.
+            await until(pilot, ticking(clock, lambda: row.health == "ok" and row.accept_len))
             await until(pilot, lambda: row.age_s is not None)
             assert not row.stale and cell(table, "b300", "age").endswith("s")
             live = table._cells_by_name["b300"][COLUMNS.index("accept")]

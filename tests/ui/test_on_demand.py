@@ -133,7 +133,7 @@ async def test_an_action_on_idle_hosts_opens_them(sim: SimFleet) -> None:
         table = app.query_one(HostTable)
         page = await first_page_open(pilot, table, sim)
         last = table.order[-1]
-        assert table.rows_by_name[last].idle
+        assert table.rows_by_name[last].idle, (table.rows_by_name[last].state, last)
 
         await pilot.press("S")  # a snapshot of every host
         panel = app.query_one(SnapshotPanel)

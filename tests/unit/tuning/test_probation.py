@@ -27,7 +27,7 @@ from console.tuning.probation import (
     probation_of,
     rollback_entry,
 )
-from tests.stand_ins import PlannedOnlyGuard
+from tests.stand_ins import FakeClock, PlannedOnlyGuard
 
 UNIT = "sglang-k26-ddtree.service"
 KEPT_AT = 1_800_000_000.0
@@ -146,13 +146,13 @@ class Harness:
         text = json.dumps({"version": 1, "entries": [e.record() for e in HISTORY]})
         self.session.files[history_path(UNIT)] = text
         self.events: list[ProbationEvent] = []
-        self.now = KEPT_AT + FIVE_MINUTES
+        self.clock = FakeClock(KEPT_AT + FIVE_MINUTES)
         self.guard = PlannedOnlyGuard(
             {"b300": self.session},
             self.events.append,
             read_only=read_only,
             countdown_s=0.05,
-            clock=lambda: self.now,
+            clock=self.clock,
             tick_s=0.01,
         )
 
@@ -161,10 +161,13 @@ class Harness:
         return self.guard.plans
 
     async def settle(self) -> None:
-        for _ in range(200):
-            await asyncio.sleep(0.01)
+        """Run the guard to its end, its countdown's clock moved on whenever it waits."""
+        for _ in range(10_000):
+            await asyncio.sleep(0)
             if not self.guard._busy:
                 return
+            if self.clock.waiting:
+                self.clock.advance(self.guard.tick_s)
         raise AssertionError("the guard never finished")
 
 
@@ -193,10 +196,8 @@ async def test_cancelling_the_countdown_leaves_the_host_alone(profile: Profile) 
     h = Harness(profile)
     h.guard.countdown_s = 30
     h.guard.observe(crash_at(KEPT_AT + FIVE_MINUTES))
-    for _ in range(100):
-        await asyncio.sleep(0.01)
-        if h.guard.counting_down():
-            break
+    await h.clock.when_waiting()
+    assert h.guard.counting_down() == ["b300"]
     assert h.guard.cancel() == ["b300"]
     await h.settle()
     assert h.plans == []
@@ -216,7 +217,7 @@ async def test_cancelling_the_countdown_leaves_the_host_alone(profile: Profile) 
 
 async def test_a_crash_31_minutes_after_kept_is_only_an_alert(profile: Profile) -> None:
     h = Harness(profile)
-    h.now = KEPT_AT + 31 * 60
+    h.clock.now = KEPT_AT + 31 * 60
     h.guard.observe(crash_at(KEPT_AT + 31 * 60))
     await h.settle()
     assert h.plans == [] and not any(isinstance(e, ProbationAnnounced) for e in h.events)
@@ -243,6 +244,7 @@ async def test_a_crash_of_a_host_a_campaign_owns_is_left_to_the_campaign(profile
     running = Campaign(
         id=campaigns.new_id(), host="b300", unit=UNIT, grid={"budget": [4]}, start={}
     )
+    running.updated_at = h.clock.time()  # written a moment ago: the campaign is alive
     listing = f"{running.id}.json\n{json.dumps(running.record())}\n"
     h.session.files[campaigns.campaigns_dir(UNIT)] = listing
     h.guard.observe(crash_at(KEPT_AT + FIVE_MINUTES))
