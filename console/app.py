@@ -163,7 +163,7 @@ class SpecopsApp(
             id="fleet-filter",
         )
         yield SnapshotPanel(id="snapshot")
-        yield ProbationBanner(id="probation")
+        yield ProbationBanner(clock=self.fleet.clock, id="probation")
         yield Footer()
 
     def on_mount(self) -> None:

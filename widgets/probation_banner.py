@@ -8,13 +8,13 @@ between crashes the banner says which hosts are on probation and for how long
 
 from __future__ import annotations
 
-import time
 from typing import Literal
 
 from rich.text import Text
 from textual.message import Message
 from textual.widgets import Static
 
+from console.hosts.clock import SYSTEM, Clock
 from console.tuning.probation import (
     Probation,
     ProbationAnnounced,
@@ -50,9 +50,13 @@ class ProbationBanner(Static):
     ProbationBanner.-countdown { background: $error 30%; color: $text; text-style: bold; }
     """
 
-    def __init__(self, *, cancel_key: str = "x", id: str | None = None) -> None:
+    def __init__(
+        self, *, cancel_key: str = "x", clock: Clock = SYSTEM, id: str | None = None
+    ) -> None:
         super().__init__("", id=id)
         self.cancel_key = cancel_key
+        self.clock = clock
+        """What the probation windows left are measured against (the fleet's clock)."""
         self.probations: dict[str, Probation] = {}
         self.countdowns: dict[str, tuple[ProbationAnnounced, float]] = {}
         """Hosts whose rollback is announced: the announcement and the seconds left."""
@@ -97,7 +101,7 @@ class ProbationBanner(Static):
                 f"press {self.cancel_key} to cancel"
             )
         lines.extend(self.notes.values())
-        now = time.time()
+        now = self.clock.time()
         on = [
             f"{h} {p.label(now).removeprefix('probation ')}"
             for h, p in self.probations.items()

@@ -288,6 +288,7 @@ class Recorder:
             dropin=plan.shown_dropin,
             who=operator(),
             profile=self.session.profile.name,
+            started_at=self.session.clock.time(),
         )
         entries.append(self.entry)
         await save(self.session, plan.unit, entries)
@@ -301,7 +302,7 @@ class Recorder:
         entry = replace(
             self.entry,
             outcome=_OUTCOME[result.outcome],
-            finished_at=time.time(),
+            finished_at=self.session.clock.time(),
             invocation_id=result.invocation_id if applied else (result.failed_invocation or ""),
             reason=result.reason,
             signature=result.signature,

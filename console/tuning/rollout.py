@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import time
 from typing import Any
 
 from console.hosts.events import (
@@ -77,7 +76,7 @@ class Rollout(RolloutSteps):
     remote failure (those end as FAILED or ROLLED_BACK with the reason)."""
 
     async def run(self) -> RolloutFinished:
-        self._t0 = time.monotonic()
+        self._t0 = self.clock.monotonic()
         try:
             result = await self._run()
         finally:

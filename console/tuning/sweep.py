@@ -17,12 +17,11 @@ what `specops sweep --resume ID` picks up. No Textual: the front end gives the e
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+from console.hosts import clock as clocks
 from console.hosts.events import ChangeAction, RolloutEvent, RolloutOutcome
 from console.hosts.profiles import FlagValue
 from console.ledger import campaigns
@@ -34,8 +33,6 @@ from console.tuning import campaign as grids
 from console.tuning import history
 from console.tuning.change import ChangeOutcome, change
 from console.tuning.plan import Plan, read_plan
-
-Sleep = Callable[[float], Awaitable[None]]
 
 
 class LinkLost(Exception):
@@ -89,14 +86,11 @@ class Sweep:
         *,
         on_event: Callable[[SweepEvent], None] | None = None,
         on_rollout: Callable[[RolloutEvent], None] | None = None,
-        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.session = session
         self.campaign = campaign
         self.on_event = on_event or (lambda _: None)
         self.on_rollout = on_rollout
-        self.sleep = sleep
-        """Waits out each measurement window (tests pass one that returns at once)."""
         self.stop_after_cell = False
         """Set by the front end: finish the current cell, then go to the end state."""
         self.profile = session.profile
@@ -143,7 +137,9 @@ class Sweep:
         windows = await self._measure(status.invocation_id or None, already_up=True)
         if "gen_throughput" not in windows:  # just started: give it a window to log numbers
             windows = await self._measure(status.invocation_id or None)
-        self.campaign.baseline = replace(_numbers(cell, windows), finished_at=time.time())
+        self.campaign.baseline = replace(
+            _numbers(cell, windows), finished_at=self.session.clock.time()
+        )
         await self._save()
         self._progress(None, self.campaign.baseline, "done")
 
@@ -153,7 +149,7 @@ class Sweep:
         """The invocation's numbers over the window: a run already up is measured over its
         last `measure_s`; a new one is first given `measure_s` to log them."""
         if not already_up:
-            await self.sleep(self.campaign.measure_s)
+            await clocks.sleep(self.session.clock, self.campaign.measure_s)
         try:
             found = await measure(self.session, self.unit, invocation, self.campaign.measure_s)
         except RemoteError:
@@ -261,7 +257,7 @@ class Sweep:
         return outcome
 
     async def _record(self, index: int, cell: Cell) -> None:
-        self.campaign.cells[index] = replace(cell, finished_at=time.time())
+        self.campaign.cells[index] = replace(cell, finished_at=self.session.clock.time())
         self.campaign.current = None
         await self._save()
 

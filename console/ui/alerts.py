@@ -3,8 +3,6 @@ hosts a change did not finish on, and the lists behind them (`A` alerts, `L` aud
 
 from __future__ import annotations
 
-import time
-
 from textual import on
 
 from console.ui.shell import NOTIFY_TIMEOUT_S, Shell
@@ -35,7 +33,7 @@ class Alerts(Shell):
         if view is not None and crash.live:
             view.note_crash()
         key = (crash.host, crash.signature)
-        now = time.monotonic()
+        now = self.fleet.clock.monotonic()
         # A crash loop (systemd restarting into the same crash) notifies once per timeout;
         # every run is still in the alerts list. One read back after the host was idle
         # (on-demand mode) is news too: no one saw it happen; its text says when it did.

@@ -27,6 +27,7 @@ from typing import Any
 
 import msgspec
 
+from console.hosts import clock as clocks
 from console.hosts.events import JournalEntry
 from console.transport import remote
 from console.transport.ssh import Backoff, CommandFailed, Disconnected, HostSession, RemoteError
@@ -597,4 +598,4 @@ class JournalFollower:
                 log.warning("%s: journal stream failed: %s", host, exc)
                 delay = self._backoff.delay(attempt + 2)
             attempt += 1
-            await asyncio.sleep(delay)
+            await clocks.sleep(self.session.clock, delay)

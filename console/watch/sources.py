@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from console.hosts import clock as clocks
 from console.hosts.profiles import Profile
 from console.transport.prometheus import Series, query_range
 from console.transport.ssh import HostSession
@@ -75,7 +76,7 @@ async def from_server(
     first = await read_server_metrics(session, profile.service.port, timeout=timeout)
     if window_s <= 0:
         return _numbers(profile.name, SERVER, first, None, 0.0)
-    await asyncio.sleep(window_s)
+    await clocks.sleep(session.clock, window_s)
     last = await read_server_metrics(session, profile.service.port, timeout=timeout)
     return _numbers(
         profile.name, SERVER, last, accept_length_between(first, last), last.time - first.time
