@@ -13,7 +13,6 @@ A clock only needs `time`, `monotonic` and `call_later`; `sleep` and `wait` are 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -73,19 +72,25 @@ async def sleep(clock: Clock, seconds: float) -> None:
 
 async def wait(clock: Clock, event: asyncio.Event, timeout: float | None) -> bool:
     """Wait for `event` at most `timeout` seconds of `clock` (None: for ever); True when it
-    is set."""
+    is set. Cancelling the caller cancels the wait: nothing in it is awaited on the way out,
+    so a cancellation that arrives as the wait ends is never swallowed."""
     if event.is_set():
         return True
     if timeout is None:
         await event.wait()
         return True
+    done = asyncio.get_running_loop().create_future()
+
+    def finish(*_: object) -> None:
+        if not done.done():
+            done.set_result(None)
+
+    timer = clock.call_later(max(0.0, timeout), finish)
     waiter = asyncio.ensure_future(event.wait())
-    sleeper = asyncio.ensure_future(sleep(clock, timeout))
+    waiter.add_done_callback(finish)
     try:
-        await asyncio.wait((waiter, sleeper), return_when=asyncio.FIRST_COMPLETED)
+        await done
     finally:
-        for task in (waiter, sleeper):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        timer.cancel()
+        waiter.cancel()
     return event.is_set()

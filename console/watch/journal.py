@@ -36,6 +36,9 @@ from console.watch.signatures import crash_signature, record_signature
 
 log = logging.getLogger(__name__)
 
+CLOSE_WAIT_S = 5.0
+"""How long a stopping follower waits for its stream's last read and close."""
+
 SUPPRESSED_MESSAGE_ID = "a596d6fe7bfa4994828e72309e95d61e"
 FLUSH_IDLE_S = 0.1
 """A pending record is delivered after this long without another line."""
@@ -566,12 +569,15 @@ class JournalFollower:
                     await self._emit(self._records.feed(self._decode(piece)))
         finally:
             reading.cancel()
-            with contextlib.suppress(BaseException):
-                await reading
+            # Bounded: a read cancelled while asyncssh opens its channel on a connection being
+            # torn down can stay pending for good, and a stop must not wait on it.
+            await asyncio.wait({reading}, timeout=CLOSE_WAIT_S)
+            if reading.done() and not reading.cancelled():
+                reading.exception()  # retrieved: a read that failed as it was cancelled
             aclose = getattr(stream, "aclose", None)  # ends the remote journalctl now
-            if aclose is not None:
-                with contextlib.suppress(BaseException):
-                    await aclose()
+            if aclose is not None and reading.done():
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(aclose(), CLOSE_WAIT_S)
 
     async def run(self) -> None:
         """Follow forever (cancel the task to stop)."""
