@@ -31,6 +31,7 @@ from console.cli.common import (
     new_session,
 )
 from console.cli.tail_link import PROBE_TIMEOUT_S, STALL_S, LinkNotices
+from console.hosts import tasks
 from console.hosts.events import JournalEntry
 from console.hosts.profiles import Profile, select
 from console.transport import remote
@@ -176,9 +177,7 @@ async def _with(beside: Coroutine[Any, Any, None], main: Coroutine[Any, Any, Non
     try:
         await main
     finally:
-        helper.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await helper
+        await tasks.stop(helper)
 
 
 async def _until_interrupted(following: Any) -> int:

@@ -13,7 +13,6 @@ what the host logged while idle.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import random
@@ -22,6 +21,7 @@ from typing import TypeVar
 
 from console.fleet.demand import PROBATION, SCREEN, SELECTED, Demand
 from console.hosts import clock as clocks
+from console.hosts import tasks
 from console.hosts.clock import SYSTEM, Clock
 from console.hosts.events import (
     CrashDetected,
@@ -417,9 +417,7 @@ class Fleet:
         if self.demand is not None:
             self.demand.stop()
         for task in [*self._side_tasks]:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await tasks.stop(task)
         for task in self._tasks:
             task.cancel()
         # A task cancelled inside asyncssh may end in asyncssh's own error (a channel opened

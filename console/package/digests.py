@@ -12,10 +12,10 @@ instead of before; `remote_hashes` asks about a few files once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 from collections.abc import Iterable, Sequence
 
+from console.hosts import tasks
 from console.package.manifest import format_line
 from console.transport import remote
 from console.transport.ssh import CommandFailed, HostSession, RemoteError
@@ -123,10 +123,8 @@ class HostDigests:
             # its last line (later on a busy host): cancelling now would leave `openssl` in the
             # audit log as a command that never ended. A bounded wait lets it end as it does.
             await asyncio.wait({self._task}, timeout=ENDING_S)
-        self._task.cancel()
         # Whatever it raised was (or will never be) reported through `get`.
-        with contextlib.suppress(asyncio.CancelledError, RemoteError):
-            await self._task
+        await tasks.stop(self._task)
 
     async def _hash(self) -> None:
         openssl = True

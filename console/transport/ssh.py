@@ -23,6 +23,7 @@ import asyncssh
 from asyncssh.encryption import get_default_encryption_algs
 
 from console.hosts import clock as clocks
+from console.hosts import tasks
 from console.hosts.clock import SYSTEM, Clock
 from console.hosts.events import ConnState as ConnState  # re-exported: the session's states
 from console.hosts.events import HostState as HostState
@@ -340,9 +341,7 @@ class HostSession:
         """Close the connection and stop reconnecting; `state` says why (CLOSED: the console
         is done with the host; IDLE: nobody wants it now, on-demand mode)."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await tasks.stop(self._task)
             self._task = None
         await self._drop()
         self._set(state)

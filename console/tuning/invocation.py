@@ -13,11 +13,11 @@ decode line's generation throughput, and (by the journal's own timestamps) how l
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 from collections import deque
 from collections.abc import Callable, Iterable
 
+from console.hosts import tasks
 from console.hosts.events import JournalEntry
 from console.transport.ssh import HostSession
 from console.watch.journal import JournalFollower
@@ -84,9 +84,7 @@ class InvocationWatch:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await tasks.stop(self._task)
             self._task = None
 
     def focus(self, invocation: str) -> None:

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from console.hosts import clock as clocks
+from console.hosts import tasks
 from console.hosts.clock import SYSTEM, Clock
 from console.hosts.events import (
     ChangeAction,
@@ -342,9 +343,7 @@ class ProbationGuard:
 
     async def stop(self) -> None:
         for task in [*self._busy.values(), *self._tasks]:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await tasks.stop(task)
 
     # --- acting ------------------------------------------------------------------------
 

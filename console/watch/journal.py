@@ -577,7 +577,8 @@ class JournalFollower:
             aclose = getattr(stream, "aclose", None)  # ends the remote journalctl now
             if aclose is not None and reading.done():
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(aclose(), CLOSE_WAIT_S)
+                    async with asyncio.timeout(CLOSE_WAIT_S):
+                        await aclose()
 
     async def run(self) -> None:
         """Follow forever (cancel the task to stop)."""

@@ -52,3 +52,20 @@ def test_the_core_bounds_waits_with_asyncio_timeout_only() -> None:
         if "asyncio.wait_for(" in line
     ]
     assert offenders == []
+
+
+def test_the_core_stops_tasks_without_swallowing_its_own_cancel() -> None:
+    """`with suppress(CancelledError): await task` swallows a cancel of the caller that lands
+    during the await (a follower stopped as it woke stayed "cancelling" and `Fleet.stop()`
+    waited for it: CI's 120 s timeouts); `console.hosts.tasks.stop` is the one way."""
+    repo = Path(__file__).resolve().parents[2]
+    offenders = []
+    for folder in ("console", "widgets"):
+        for path in sorted((repo / folder).rglob("*.py")):
+            if path.parts[-2] == "sim":
+                continue  # the simulated hosts' own handlers end with their connection
+            lines = path.read_text().splitlines()
+            for n, line in enumerate(lines[:-1], 1):
+                if "suppress(asyncio.CancelledError" in line and "await " in lines[n]:
+                    offenders.append(f"{path.relative_to(repo)}:{n}")
+    assert offenders == []

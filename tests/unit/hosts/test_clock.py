@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from console.hosts import clock as clocks
+from console.hosts import tasks
 from console.hosts.clock import SYSTEM
 from tests.stand_ins import FakeClock
 
@@ -57,3 +58,28 @@ async def test_a_sleep_is_the_clocks() -> None:
     assert not task.done()
     clock.advance(0.1)
     await task
+
+
+async def test_stopping_a_task_never_swallows_the_stoppers_own_cancel() -> None:
+    """`cancel(); with suppress(CancelledError): await task` swallowed a cancel of the caller
+    arriving during the await: the caller went on as if never stopped."""
+
+    async def slow_to_stop() -> None:
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            await asyncio.sleep(0.05)  # cleanup that takes a moment (a channel's close)
+
+    async def stopper(task: asyncio.Task[None]) -> str:
+        await tasks.stop(task)
+        return "carried on"
+
+    inner = asyncio.create_task(slow_to_stop())
+    await asyncio.sleep(0)
+    outer = asyncio.create_task(stopper(inner))
+    await asyncio.sleep(0.01)  # the stopper is waiting for the cleanup
+    outer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await outer
+    await asyncio.wait({inner})
+    assert inner.cancelled()
