@@ -47,8 +47,8 @@ from console.service.execline import FlagError
 from console.service.flags import format_value
 from console.service.status import read_status
 from console.transport.ssh import Disconnected, HostSession, RemoteError
+from console.tuning import bench_step, history
 from console.tuning import campaign as grids
-from console.tuning import history
 from console.tuning.sweep import LinkLost, Sweep, SweepEvent, SweepProgress, new_campaign
 
 OUTCOME_STYLE = {
@@ -87,6 +87,20 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also run cells only further along a flag that crashed",
     )
+    cmd.add_argument(
+        "--bench",
+        metavar="CMD",
+        help="run CMD on the host after each cell's window, {out} its result file, read back "
+        "as a bench file (e.g. 'python3 -m sglang.bench_serving --backend sglang "
+        "--output-file {out}')",
+    )
+    cmd.add_argument(
+        "--bench-timeout",
+        type=soak_seconds,
+        default=bench_step.BENCH_TIMEOUT_S,
+        metavar="S",
+        help=f"longest a cell's benchmark may run (default {bench_step.BENCH_TIMEOUT_S:g})",
+    )
     cmd.add_argument("--resume", metavar="ID", help="go on with campaign ID from its next cell")
     cmd.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     cmd.add_argument("--dry-run", action="store_true", help="show the grid; change nothing")
@@ -113,11 +127,15 @@ async def cmd_sweep(args: argparse.Namespace) -> int:
     if args.resume is None:
         try:
             grid = grids.parse_grid(profile, args.axes)
-        except FlagError as exc:
-            err.print(f"specops: {profile.name}: {exc}", markup=False)
+            args.bench_argv = None if args.bench is None else bench_step.bench_argv(args.bench)
+        except (FlagError, bench_step.BenchCommandError) as exc:
+            err.print(f"specops: {profile.name}: {exc}", markup=False, soft_wrap=True)
             return EXIT_USAGE
-    elif args.axes:
-        err.print("specops: --resume goes on with the campaign's own grid: give no NAME=V…")
+    elif args.axes or args.bench is not None:
+        err.print(
+            "specops: --resume goes on with the campaign's own grid and bench command: give no "
+            "NAME=V… and no --bench"
+        )
         return EXIT_USAGE
     session = await connect(profile)
     if session is None:
@@ -160,6 +178,8 @@ async def _sweep(
             measure_s=args.measure,
             keep=args.keep,
             prune=not args.no_prune,
+            bench=args.bench_argv,
+            bench_timeout_s=args.bench_timeout,
         )
     held = campaigns.holder(existing, time.time(), mine=campaign.id)
     if held is not None:
@@ -256,7 +276,7 @@ class CellPrinter:
             return
         where = "baseline" if event.index is None else f"cell {event.index + 1}/{event.total}"
         self._cell = f"{where} {cell_text(event.cell.values)}"
-        if event.phase in ("changing", "measuring", "ending"):
+        if event.phase in ("changing", "measuring", "benchmarking", "ending"):
             self._show(f"{self._cell}: {event.phase}")
             return
         self.stop()
@@ -265,6 +285,10 @@ class CellPrinter:
         text = f"{where}  [{style}]{cell.outcome}[/{style}]  {escape(cell_text(cell.values))}"
         if cell.tok_s is not None:
             text += f"  accept {cell.accept_len or 0:.2f}  {cell.tok_s:.0f} tok/s (n={cell.n})"
+        if cell.bench_tok_s is not None:
+            text += f"  bench {cell.bench_tok_s:.0f} tok/s"
+        elif cell.bench_detail:
+            text += f"  [dim]bench: {escape(cell.bench_detail)}[/dim]"
         if cell.reason and cell.outcome != "measured":
             text += f"  [dim]{escape(cell.reason)}[/dim]"
         err.print(text, soft_wrap=True)
@@ -291,7 +315,10 @@ class CellPrinter:
 
 def _show_results(campaign: Campaign) -> None:
     table = Table(title=f"{campaign.host} · campaign {campaign.id} · {campaign.state}")
-    for column in ("cell", "flags", "outcome", "accept len", "tok/s", "speedup", "why"):
+    benched = bool(campaign.bench)
+    columns = ["cell", "flags", "outcome", "accept len", "tok/s", "speedup"]
+    columns += ["bench tok/s", "bench speedup"] if benched else []
+    for column in [*columns, "why"]:
         table.add_column(column, overflow="fold")
     rows = [("base", campaign.baseline)] if campaign.baseline else []
     rows += [(str(n), c) for n, c in enumerate(campaign.cells, start=1)]
@@ -304,6 +331,11 @@ def _show_results(campaign: Campaign) -> None:
         tps = "-" if cell.tok_s is None else f"{cell.tok_s:.0f} ±{cell.tok_s_sd or 0:.0f}"
         why = cell.signature or ("" if cell.outcome == "measured" else cell.reason)
         shown = {k: v for k, v in cell.values.items() if k in campaign.grid}
+        bench = []
+        if benched:
+            number = "-" if cell.bench_tok_s is None else f"{cell.bench_tok_s:.0f}"
+            bench = [number, campaign.speedup_text(cell, bench=True)]
+            why = why or cell.bench_detail if cell.bench_tok_s is None else why
         table.add_row(
             label,
             cell_text(shown),
@@ -311,6 +343,7 @@ def _show_results(campaign: Campaign) -> None:
             accept,
             tps,
             campaign.speedup_text(cell),
+            *bench,
             escape(why[:80]),
         )
     out.print(table)
@@ -336,6 +369,10 @@ def result_record(campaign: Campaign) -> dict[str, Any]:
             "tok_s_sd": c.tok_s_sd,
             "n": c.n,
             "speedup": campaign.speedup(c),
+            "bench_tok_s": c.bench_tok_s,
+            "bench_speedup": campaign.speedup(c, bench=True),
+            "bench_detail": c.bench_detail,
+            "bench_file": c.bench_file,
             "history_entry": c.history_entry,
         }
 
@@ -348,6 +385,7 @@ def result_record(campaign: Campaign) -> dict[str, Any]:
         "grid": campaign.grid,
         "start": campaign.start,
         "keep": campaign.keep,
+        "bench": campaign.bench,
         "end": campaign.end,
         "baseline": cell(campaign.baseline) if campaign.baseline else None,
         "cells": [cell(c) for c in campaign.cells],

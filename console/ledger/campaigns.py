@@ -61,6 +61,12 @@ class Cell:
     tok_s_sd: float | None = None
     n: int = 0
     """Decode lines the numbers are over."""
+    bench_tok_s: float | None = None
+    """The campaign's `--bench` command's output tok/s for this cell (None: none ran, or it
+    gave no number; `bench_detail` says which)."""
+    bench_detail: str = ""
+    bench_file: str | None = None
+    """Where on the host the benchmark wrote this cell's result."""
     finished_at: float | None = None
 
     def record(self) -> dict[str, Any]:
@@ -79,6 +85,9 @@ class Campaign:
     soak_s: float | None = None
     measure_s: float = 60.0
     prune: bool = True
+    bench: list[str] | None = None
+    """`--bench CMD` as an argv with `{out}` in it (console/tuning/bench_step.py), or None."""
+    bench_timeout_s: float = 1800.0
     owner: str = ""
     """`user@machine` of the console running it."""
     owner_pid: int | None = None
@@ -125,14 +134,19 @@ class Campaign:
         up = [c for c in self.cells if c.outcome == "measured" and c.tok_s is not None]
         return max(up, key=lambda c: c.tok_s or 0.0) if up else None
 
-    def speedup(self, cell: Cell) -> float | None:
-        """The cell's tok/s over the baseline's (None when either was not measured)."""
-        base = self.baseline.tok_s if self.baseline is not None else None
-        return cell.tok_s / base if base and cell.tok_s is not None else None
+    def speedup(self, cell: Cell, *, bench: bool = False) -> float | None:
+        """The cell's tok/s over the baseline's (None when either was not measured); `bench`:
+        the `--bench` command's tok/s, over the baseline's benchmark."""
+        if self.baseline is None:
+            return None
+        mine, base = (cell.tok_s, self.baseline.tok_s)
+        if bench:
+            mine, base = (cell.bench_tok_s, self.baseline.bench_tok_s)
+        return mine / base if base and mine is not None else None
 
-    def speedup_text(self, cell: Cell) -> str:
+    def speedup_text(self, cell: Cell, *, bench: bool = False) -> str:
         """`1.03×`, or `-`."""
-        ratio = self.speedup(cell)
+        ratio = self.speedup(cell, bench=bench)
         return "-" if ratio is None else f"{ratio:.2f}×"
 
     def stale(self, now: float) -> bool:

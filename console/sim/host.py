@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import contextlib
 import hashlib
+import json
 import logging
 import re
 import shlex
@@ -267,6 +268,8 @@ class SimHost:
         handler = COMMANDS.get(argv[0]) if argv and argv[0] not in self.lacks else None
         if handler is None and len(argv) >= 3 and argv[1:3] == ["-m", "sglang.launch_server"]:
             handler = _launch_server
+        if handler is None and len(argv) >= 3 and argv[1:3] == ["-m", "sglang.bench_serving"]:
+            handler = _bench_serving
         if handler is None and argv[1:] == ["-c", remote.SGLANG_VERSION_CODE]:
             handler = _sglang_version
         if handler is None:
@@ -493,6 +496,41 @@ async def _launch_server(
         return 0
     process.stderr.write("refusing to start a second server from a shell\n")
     return 1
+
+
+async def _bench_serving(
+    host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]
+) -> int:
+    """`python3 -m sglang.bench_serving … --output-file F`: a short run against the unit's
+    server, one JSONL record appended to F (as the real one appends), or the real one's
+    failure when nothing serves."""
+    if argv[0] != host.python:
+        process.stderr.write(f"sh: 1: {argv[0]}: not found\n")
+        return 127
+    parser = argparse.ArgumentParser(prog="bench_serving", add_help=False, exit_on_error=False)
+    parser.add_argument("--output-file")
+    parser.add_argument("--max-concurrency", type=int, default=1)
+    parser.add_argument("--random-input-len", type=int, default=1024)
+    parser.add_argument("--random-output-len", type=int, default=1024)
+    try:
+        args, _ = parser.parse_known_args(argv[3:])
+    except argparse.ArgumentError as exc:
+        process.stderr.write(f"bench_serving: {exc}\n")
+        return 2
+    server = host.unit.server
+    if server is None or not server.ready:
+        process.stderr.write("aiohttp.client_exceptions.ClientConnectorError: Connection refused\n")
+        return 1
+    await asyncio.sleep(0.2)  # a (very) short benchmark
+    record = server.bench_serving_record(
+        args.max_concurrency, args.random_input_len, args.random_output_len
+    )
+    process.stdout.write(f"Output token throughput (tok/s): {record['output_throughput']}\n")
+    if args.output_file:
+        path = host.local(args.output_file)
+        with path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+    return 0
 
 
 async def _sglang_version(

@@ -494,6 +494,39 @@ class SimSGLang:
         tmp.write_text(json.dumps(result, indent=2) + "\n")
         tmp.replace(self.bench_dir / name)
 
+    def bench_serving_record(
+        self, concurrency: int, input_len: int, output_len: int
+    ) -> dict[str, object]:
+        """What `python3 -m sglang.bench_serving --output-file F` appends for this server: the
+        keys of SGLang 0.5.23's `result` dict (sglang/benchmark/serving.py) that the bench
+        reader and an operator look at, its numbers from the running configuration."""
+        tps = self.throughput()
+        completed = max(1, concurrency) * 4
+        duration = completed * output_len / tps
+        itl = 1000 * max(1, concurrency) / tps
+        return {
+            "backend": "sglang",
+            "dataset_name": "random",
+            "request_rate": float("inf"),
+            "max_concurrency": concurrency,
+            "random_input_len": input_len,
+            "random_output_len": output_len,
+            "duration": round(duration, 2),
+            "completed": completed,
+            "total_input_tokens": completed * input_len,
+            "total_output_tokens": completed * output_len,
+            "request_throughput": round(completed / duration, 3),
+            "input_throughput": round(completed * input_len / duration, 2),
+            "output_throughput": round(tps, 2),
+            "total_throughput": round(tps + completed * input_len / duration, 2),
+            "mean_ttft_ms": round(2.5 * itl, 2),
+            "median_ttft_ms": round(2.4 * itl, 2),
+            "mean_itl_ms": round(itl, 3),
+            "median_itl_ms": round(itl, 3),
+            "mean_tpot_ms": round(itl, 3),
+            "accept_length": round(self.accept_len(), 3),
+        }
+
 
 def seed_bench_files(bench_dir: Path, host: str) -> None:
     """The benchmark results a host already has from earlier tuning sessions."""

@@ -265,3 +265,14 @@ SGLANG_VERSION_CODE = "import sglang; print(sglang.__version__)"
 def sglang_version(interpreter: str) -> Command:
     """`PYTHON -c 'import sglang; print(sglang.__version__)'`: the release the unit runs."""
     return Command((_interpreter(interpreter), "-c", SGLANG_VERSION_CODE))
+
+
+# --- the operator's own benchmark command ----------------------------------------------
+
+
+def bench_command(argv: Sequence[str]) -> Command:
+    """The operator's `--bench CMD` as they wrote it (split with shlex, sent joined with
+    shlex: one argv, never a script), run as the login user, not root."""
+    if not argv:
+        raise UnsafeArgument("the bench command is empty")
+    return Command(tuple(_clean(a, "bench argument") for a in argv))

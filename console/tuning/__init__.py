@@ -5,6 +5,8 @@
 - `campaign.py`: a tuning campaign's grid, which cells a crash makes pointless, the estimate;
 - `sweep.py`: running a campaign: the baseline, each cell a change then a measurement
   window, the host back to its end state;
+- `bench_step.py`: a campaign's `--bench CMD`, run on the host after each window and read
+  back through the bench reader;
 - `group.py`: one change to many hosts: a canary, then waves, stopping at the first failure;
 - `plan.py`: the diff of a change, validated before anything touches a host;
 - `rollout.py`: apply → restart → new invocation → ready → health → smoke → soak → keep or
@@ -23,6 +25,6 @@
   newest first.
 
 Who may import it: the CLI, the app and widgets (for the types they show). It imports
-`service`, `watch`, `ledger`, `local`, `hosts` and `transport`; never `package`, `findings`
-or the fleet.
+`service`, `watch`, `ledger`, `local`, `hosts`, `transport` and `findings` (the bench
+reader, for a campaign's `--bench`); never `package` or the fleet.
 """

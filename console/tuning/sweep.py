@@ -29,8 +29,8 @@ from console.ledger.campaigns import Campaign, Cell, cell_text
 from console.ledger.ledger import WindowStats, measure
 from console.service.status import read_status
 from console.transport.ssh import Disconnected, HostSession, RemoteError
+from console.tuning import bench_step, history
 from console.tuning import campaign as grids
-from console.tuning import history
 from console.tuning.change import ChangeOutcome, change
 from console.tuning.plan import Plan, read_plan
 
@@ -49,7 +49,8 @@ class SweepProgress:
     total: int
     cell: Cell
     phase: str
-    """"measuring", "changing", "done", "skipped", or "ending" (back to the end state)."""
+    """"measuring", "benchmarking", "changing", "done", "skipped", or "ending" (back to the
+    end state)."""
 
 
 @dataclass(frozen=True)
@@ -137,9 +138,8 @@ class Sweep:
         windows = await self._measure(status.invocation_id or None, already_up=True)
         if "gen_throughput" not in windows:  # just started: give it a window to log numbers
             windows = await self._measure(status.invocation_id or None)
-        self.campaign.baseline = replace(
-            _numbers(cell, windows), finished_at=self.session.clock.time()
-        )
+        baseline = await self._bench(None, _numbers(cell, windows))
+        self.campaign.baseline = replace(baseline, finished_at=self.session.clock.time())
         await self._save()
         self._progress(None, self.campaign.baseline, "done")
 
@@ -188,7 +188,7 @@ class Sweep:
             done = replace(
                 _numbers(cell, windows), outcome="measured", invocation=status.invocation_id
             )
-            await self._record(index, done)
+            await self._record(index, await self._bench(index, done))
             self._progress(index, done, "done")
             return
         outcome = await self._change(plan, ChangeAction.SWEEP_CELL)
@@ -202,7 +202,7 @@ class Sweep:
         )
         if result.ok:
             self._progress(index, replace(done, invocation=result.invocation_id), "measuring")
-            done = await self._measured(done, result.invocation_id)
+            done = await self._measured(index, done, result.invocation_id)
         elif result.outcome is RolloutOutcome.ROLLED_BACK:
             done = replace(done, outcome="crashed", invocation=result.failed_invocation)
         else:
@@ -212,21 +212,39 @@ class Sweep:
         if done.outcome == "failed":
             self.stop_after_cell = True  # the host is not known healthy: no more cells
 
-    async def _measured(self, cell: Cell, invocation: str) -> Cell:
+    async def _measured(self, index: int, cell: Cell, invocation: str) -> Cell:
         windows = await self._measure(invocation)
+        numbers = await self._bench(index, _numbers(cell, windows))
         status = await read_status(self.session, with_flags=False)
         if status.invocation_id == invocation and status.active_state == "active":
-            return replace(_numbers(cell, windows), outcome="measured", invocation=invocation)
-        # It died in its window (after its soak): a crash all the same. Back to the start at
-        # once, so no later cell's rollback takes it for the last good configuration.
-        reason = f"the server died during the {self.campaign.measure_s:g}s measurement window"
-        crashed = replace(_numbers(cell, windows), outcome="crashed", reason=reason)
+            return replace(numbers, outcome="measured", invocation=invocation)
+        # It died in its window or under the benchmark (after its soak): a crash all the
+        # same. Back to the start at once, so no later cell's rollback takes it for the last
+        # good configuration.
+        during = "measurement window" + (" or the benchmark" if self.campaign.bench else "")
+        reason = f"the server died during the {self.campaign.measure_s:g}s {during}"
+        crashed = replace(numbers, outcome="crashed", reason=reason)
         crashed = replace(crashed, stage="measure", invocation=invocation)
         await self._mark_crashed(cell.history_entry, reason)
         plan = await read_plan(self.session, self.campaign.start)
         if plan.changed:
             await self._change(plan, ChangeAction.SWEEP_END)
         return crashed
+
+    async def _bench(self, index: int | None, cell: Cell) -> Cell:
+        """The campaign's `--bench` command on the cell's configuration, its tok/s read back."""
+        template = self.campaign.bench
+        if not template:
+            return cell
+        self._progress(index, cell, "benchmarking")
+        path = bench_step.result_path(self.unit, self.campaign.id, index)
+        try:
+            found = await bench_step.run_bench(
+                self.session, template, path, timeout=self.campaign.bench_timeout_s
+            )
+        except Disconnected as exc:
+            raise LinkLost(str(exc)) from exc
+        return replace(cell, bench_tok_s=found.tok_s, bench_detail=found.detail, bench_file=path)
 
     async def _mark_crashed(self, entry_n: int | None, reason: str) -> None:
         if entry_n is None:
@@ -296,6 +314,8 @@ def new_campaign(
     measure_s: float,
     keep: str,
     prune: bool,
+    bench: list[str] | None = None,
+    bench_timeout_s: float = bench_step.BENCH_TIMEOUT_S,
 ) -> Campaign:
     return Campaign(
         id=campaigns.new_id(),
@@ -307,5 +327,7 @@ def new_campaign(
         soak_s=soak_s,
         measure_s=measure_s,
         prune=prune,
+        bench=bench,
+        bench_timeout_s=bench_timeout_s,
         cells=[Cell(values=v) for v in grids.cells_of(grid)],
     )

@@ -107,6 +107,58 @@ async def test_a_cell_further_along_a_crashed_flag_is_skipped_and_keep_best_ends
     assert (await flags_now(sim))["budget"] == 4
 
 
+BENCH = (
+    "{python} -m sglang.bench_serving --backend sglang --max-concurrency 4 --output-file {{out}}"
+)
+"""The operator's benchmark, run with the host's SGLang interpreter."""
+
+
+async def test_bench_runs_after_each_window_and_its_tok_s_is_read_back(
+    sim: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--bench CMD`: the operator's benchmark on the host after each window, its result
+    file (SGLang 0.5.23's bench_serving record) read back into the cell: budget 16 without
+    graphs decodes at about half the baseline's tok/s, and the benchmark says the same."""
+    bench = BENCH.format(python=sim.hosts["b300"].python)
+    code, record = await sweep(sim, capsys, "budget=16", "cuda_graph=off", "--bench", bench, *QUICK)
+    assert code == 0, capsys.readouterr().err
+    base, (cell,) = record["baseline"], record["cells"]
+    assert base["bench_tok_s"] > 1400 and base["bench_detail"] == "1 record"
+    assert cell["outcome"] == "measured" and 700 < cell["bench_tok_s"] < 950
+    assert 0.4 < cell["bench_speedup"] < 0.7
+    on_host = sim.hosts["b300"].local(cell["bench_file"])
+    written = json.loads(on_host.read_text())
+    assert written["max_concurrency"] == 4 and written["output_throughput"] == cell["bench_tok_s"]
+    assert cell["bench_file"].endswith(f"/campaigns/{record['campaign']}-bench/cell-01.jsonl")
+
+
+async def test_a_bench_command_that_fails_is_the_cells_note_not_the_campaigns_end(
+    sim: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    failing = BENCH.format(python=sim.hosts["b300"].python).replace("4", "x")
+    code, record = await sweep(sim, capsys, "budget=4", "--bench", failing, *QUICK)
+    assert code == 0 and record["cells"][0]["outcome"] == "measured"
+    assert record["cells"][0]["bench_tok_s"] is None
+    assert record["cells"][0]["bench_detail"].startswith("exit 2: bench_serving:")
+
+
+@pytest.mark.parametrize(
+    ("bench", "said"),
+    [
+        ("python3 -m sglang.bench_serving --output-file out.json", "no {out} in it"),
+        ("python3 -m sglang.bench_serving 'unbalanced", "No closing quotation"),
+    ],
+)
+async def test_a_bench_command_that_cannot_work_is_refused_before_the_host_is_touched(
+    sim: SimFleet, capsys: pytest.CaptureFixture[str], bench: str, said: str
+) -> None:
+    before = list(sim.hosts["b300"].commands)
+    code, _ = await sweep(sim, capsys, "budget=4", "--bench", bench, *QUICK)
+    assert code == 2
+    assert said in capsys.readouterr().err
+    assert sim.hosts["b300"].commands == before
+
+
 async def test_a_second_campaign_is_refused_while_one_holds_the_host(
     sim: SimFleet, capsys: pytest.CaptureFixture[str]
 ) -> None:
