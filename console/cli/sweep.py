@@ -317,7 +317,7 @@ def _show_results(campaign: Campaign) -> None:
     table = Table(title=f"{campaign.host} · campaign {campaign.id} · {campaign.state}")
     benched = bool(campaign.bench)
     columns = ["cell", "flags", "outcome", "accept len", "tok/s", "speedup"]
-    columns += ["bench tok/s", "bench speedup"] if benched else []
+    columns += ["bench tok/s"] if benched else []
     for column in [*columns, "why"]:
         table.add_column(column, overflow="fold")
     rows = [("base", campaign.baseline)] if campaign.baseline else []
@@ -333,8 +333,10 @@ def _show_results(campaign: Campaign) -> None:
         shown = {k: v for k, v in cell.values.items() if k in campaign.grid}
         bench = []
         if benched:
-            number = "-" if cell.bench_tok_s is None else f"{cell.bench_tok_s:.0f}"
-            bench = [number, campaign.speedup_text(cell, bench=True)]
+            number = "-"
+            if cell.bench_tok_s is not None:
+                number = f"{cell.bench_tok_s:.0f} {campaign.speedup_text(cell, bench=True)}"
+            bench = [number]
             why = why or cell.bench_detail if cell.bench_tok_s is None else why
         table.add_row(
             label,
