@@ -85,6 +85,8 @@ class HostRow:
     """Restarts within the last ten minutes (console/watch/restarts.py)."""
     looping: bool = False
     """Crash-looping: shown as such, in red, until the host has stayed up a while."""
+    campaign: str | None = None
+    """A tuning campaign owns the host (`specops sweep`): its id and cells done, or None."""
     extra: dict[str, str] = field(default_factory=dict)
 
     @property

@@ -277,6 +277,8 @@ class HostTable(ScrollView, can_focus=True):
         else:
             style = {"active": "green", "failed": "bold red"}.get(status.active_state, "yellow")
             unit = Text(f"{status.active_state}/{status.sub_state}", style=style)
+        if row.campaign is not None:  # restarts are the campaign's cells, not trouble
+            unit = Text("campaign", style="bold magenta")
         if row.looping:  # not the flicker between running and auto-restart
             unit = Text("crash-loop", style="bold red")
         accept: Text | str = f"{row.accept_len:.2f}" if row.accept_len is not None else "-"
@@ -511,6 +513,14 @@ class HostTable(ScrollView, can_focus=True):
     def _alarm_border(self) -> None:
         rows = self.rows_by_name.values()
         self.set_class(any(r.crashed or r.looping for r in rows), "-crashed")
+
+    def set_campaign(self, name: str, campaign: str | None) -> None:
+        """A tuning campaign owns the host now (its id and progress), or no longer (None)."""
+        row = self.rows_by_name.get(name)
+        if row is None or row.campaign == campaign:
+            return
+        row.campaign = campaign
+        self.refresh_host(name)
 
     def set_restarts(self, name: str, recent: int, looping: bool) -> None:
         row = self.rows_by_name[name]

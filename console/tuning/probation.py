@@ -188,8 +188,18 @@ class ProbationState:
     probation: Probation | None
 
 
+@dataclass(frozen=True)
+class CampaignSeen:
+    """A tuning campaign owns the host now (`campaign`: its id and where it is), or no longer
+    (None); read from the host's campaign records on connect and on every restart."""
+
+    host: str
+    campaign: str | None
+
+
 ProbationEvent = (
-    ProbationAnnounced
+    CampaignSeen
+    | ProbationAnnounced
     | ProbationTick
     | ProbationCancelled
     | ProbationRolling
@@ -255,6 +265,8 @@ class ProbationGuard:
         self._known: set[str] = set()
         """Hosts whose probation state was reported at least once."""
         self._tasks: set[asyncio.Task[None]] = set()
+        self._campaigns: dict[str, str | None] = {}
+        """What was last said of each host's campaign (`CampaignSeen`)."""
 
     # --- reading the history -----------------------------------------------------------
 
@@ -314,7 +326,10 @@ class ProbationGuard:
         if isinstance(event, HostStateChanged):
             if event.state.state is ConnState.CONNECTED:
                 self.reread(event.host)
+                self._look_for_campaign(event.host)
             return
+        if isinstance(event, InvocationChanged):
+            self._look_for_campaign(event.host)  # a campaign restarts the server every cell
         if isinstance(event, CrashDetected | InvocationChanged) and event.read_back:
             return
         if isinstance(event, CrashDetected):
@@ -375,6 +390,27 @@ class ProbationGuard:
             log.exception("%s: probation handling failed", host)
             self.rollbacks_failed += 1
             self.on_event(ProbationDone(host, False, f"probation rollback stopped: {exc!r}"))
+
+    def _look_for_campaign(self, host: str) -> None:
+        if host not in self.sessions:
+            return
+        task = asyncio.create_task(self._campaign_seen(host), name=f"campaign-read:{host}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _campaign_seen(self, host: str) -> None:
+        session = self.sessions[host]
+        try:
+            running = await campaigns.load_all(session, session.profile.service.unit)
+        except RemoteError:
+            return  # the next connection or restart reads it
+        holder = campaigns.holder(running, self.clock.time())
+        seen = None
+        if holder is not None:
+            seen = f"campaign {holder.id}: {holder.done}/{len(holder.cells)} cells"
+        if self._campaigns.get(host) != seen:
+            self._campaigns[host] = seen
+            self.on_event(CampaignSeen(host, seen))
 
     async def _campaign_owns(self, host: str) -> bool:
         """A tuning campaign runs on the host now (console/tuning/campaign.py's lock)."""

@@ -24,11 +24,17 @@ from console.tuning.flag_history import flag_history
 from console.tuning.history import HistoryEntry
 from console.tuning.history_rows import read_host_history
 from console.tuning.plan import Plan, prepare
-from console.tuning.probation import ProbationDone, ProbationEvent, ProbationRolling
+from console.tuning.probation import (
+    CampaignSeen,
+    ProbationDone,
+    ProbationEvent,
+    ProbationRolling,
+)
 from console.tuning.rollback import prepare_rollback
 from console.ui.shell import NOTIFY_TIMEOUT_S, Shell
 from widgets.flag_editor import FlagEditorScreen
 from widgets.history_view import HistoryScreen
+from widgets.host_table import HostTable
 from widgets.probation_banner import ProbationBanner, ProbationUpdated, probation_note
 from widgets.rollback_confirm import RollbackConfirmScreen, RollbackPlanner
 from widgets.rollout_view import (
@@ -231,6 +237,10 @@ class RolloutActions(Shell):
     @on(ProbationUpdated)
     def _probation_event(self, message: ProbationUpdated) -> None:
         event = message.event
+        if isinstance(event, CampaignSeen):
+            if table := self.main(HostTable):
+                table.set_campaign(event.host, event.campaign)
+            return
         if isinstance(event, ProbationRolling):
             self._show_rollout(event.plan, ChangeAction.PROBATION_ROLLBACK)
         elif isinstance(event, ProbationDone) and event.outcome is not None:

@@ -3,11 +3,14 @@ and alert counts the operator can mark seen with `A`."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from console.app import SpecopsApp
 from console.fleet.fleet import Fleet
 from console.hosts.profiles import load_fleet
+from console.ledger import campaigns
+from console.ledger.campaigns import Campaign, Cell
 from console.sim.host import SimHost
 from tests.ui.support import simulated_fleet, until
 from widgets.alerts import AlertsScreen
@@ -69,3 +72,29 @@ async def test_a_crash_loop_stays_red_counts_restarts_and_alerts_can_be_seen(
             crash_run(host, 9)
             await until(pilot, lambda: cell(table, "b300", "alerts") == "1")  # one new since
             await pilot.press("q")
+
+
+async def test_a_host_under_a_tuning_campaign_reads_campaign_not_trouble(tmp_path: Path) -> None:
+    """A campaign (`specops sweep`, from any console) restarts the server every cell: the
+    table says `campaign` in the unit column, and drops it when the record says it ended."""
+    async with simulated_fleet(tmp_path, hosts=1, decode_interval_s=3600) as sim:
+        host = sim.hosts["b300"]
+        running = Campaign(
+            id=campaigns.new_id(), host="b300", unit=UNIT, grid={"budget": [4, 6]}, start={},
+            cells=[Cell({"budget": 4}, "measured"), Cell({"budget": 6})],
+        )  # fmt: skip
+        record = host.local(campaigns.campaign_path(UNIT, running.id))
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps(running.record()))
+        app = SpecopsApp(Fleet(load_fleet(sim.profiles_dir)))
+        async with app.run_test(size=(150, 40)) as pilot:
+            table = app.query_one(HostTable)
+            row = table.rows_by_name["b300"]
+            await until(pilot, lambda: row.campaign is not None)
+            assert row.campaign == f"campaign {running.id}: 1/2 cells"
+            assert cell(table, "b300", "unit") == "campaign"
+            running.state = "finished"
+            record.write_text(json.dumps(running.record()))
+            crash_run(host, 1)  # the campaign's last restart (any restart reads it again)
+            await until(pilot, lambda: row.campaign is None)
+            assert cell(table, "b300", "unit") != "campaign"

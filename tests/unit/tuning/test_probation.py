@@ -10,15 +10,22 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from console.hosts.events import CrashDetected, InvocationChanged
+from console.hosts.events import (
+    ConnState,
+    CrashDetected,
+    HostState,
+    HostStateChanged,
+    InvocationChanged,
+)
 from console.hosts.profiles import Profile
 from console.ledger import campaigns
-from console.ledger.campaigns import Campaign
+from console.ledger.campaigns import Campaign, Cell
 from console.transport import remote
 from console.transport.ssh import Result
 from console.tuning.history import HistoryEntry, history_path
 from console.tuning.plan import Plan
 from console.tuning.probation import (
+    CampaignSeen,
     Probation,
     ProbationAnnounced,
     ProbationCancelled,
@@ -160,6 +167,14 @@ class Harness:
     def plans(self) -> list[Plan]:
         return self.guard.plans
 
+    async def settle_tasks(self) -> None:
+        """Let the guard's reads (history, campaigns) run to their end."""
+        for _ in range(1000):
+            await asyncio.sleep(0)
+            if not self.guard._tasks and not self.guard._busy:
+                return
+        raise AssertionError("the guard's reads never finished")
+
     async def settle(self) -> None:
         """Run the guard to its end, its countdown's clock moved on whenever it waits."""
         for _ in range(10_000):
@@ -252,3 +267,29 @@ async def test_a_crash_of_a_host_a_campaign_owns_is_left_to_the_campaign(profile
     assert not any(isinstance(e, ProbationAnnounced) for e in h.events)
     assert h.plans == []
     assert stored(h.session)[2]["outcome"] == "kept"  # nothing noted: the cell is the campaign's
+
+
+async def test_a_campaign_owning_the_host_is_said_on_connect_and_its_end_on_a_restart(
+    profile: Profile,
+) -> None:
+    """The fleet table marks a host under campaign: the guard reads the host's campaign
+    records when it connects and whenever the server restarts (every cell restarts it)."""
+    h = Harness(profile)
+    running = Campaign(
+        id=campaigns.new_id(), host="b300", unit=UNIT, grid={"budget": [4, 6]}, start={},
+        cells=[Cell({"budget": 4}, "measured"), Cell({"budget": 6})],
+    )  # fmt: skip
+    running.updated_at = h.clock.time()
+    directory = campaigns.campaigns_dir(UNIT)
+    h.session.files[directory] = f"{running.id}.json\n{json.dumps(running.record())}\n"
+    h.guard.observe(HostStateChanged(HostState("b300", ConnState.CONNECTED)))
+    await h.settle_tasks()
+    seen = [e for e in h.events if isinstance(e, CampaignSeen)]
+    assert [(e.host, e.campaign) for e in seen] == [("b300", f"campaign {running.id}: 1/2 cells")]
+    running.state = "finished"
+    h.session.files[directory] = f"{running.id}.json\n{json.dumps(running.record())}\n"
+    h.clock.now = KEPT_AT + 31 * 60  # past the probation: the restart is only a restart
+    h.guard.observe(InvocationChanged("b300", f"{4:032x}", f"{3:032x}", h.clock.now))
+    await h.settle_tasks()
+    seen = [e for e in h.events if isinstance(e, CampaignSeen)]
+    assert seen[-1].campaign is None and len(seen) == 2
