@@ -33,6 +33,8 @@
   the package gained;
 - `stats_panel.py`: the selected host's numbers over 1 and 10 min, this run, the last, these
   flags;
+- `table_keys.py`: cursor keys that stay in order with a screen's priority `enter` (a burst of
+  keys from tmux);
 
 They show what the domain reports (events, monitors, records) and post messages back to the
 app; they never open a session or write a file themselves.

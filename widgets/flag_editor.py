@@ -25,6 +25,7 @@ from console.service.execline import FlagError
 from console.service.flags import format_value, validate_value
 from console.transport.ssh import RemoteError
 from console.tuning.plan import Plan
+from widgets.table_keys import CURSOR_BINDINGS, move_cursor
 
 Planner = Callable[[dict[str, FlagValue]], Awaitable[Plan]]
 
@@ -69,6 +70,7 @@ class FlagEditorScreen(ModalScreen["Plan | None"]):
         # reach the value field only if it has focus before they are dispatched; from the
         # table's own RowSelected message that came one message too late (`16` became `1`).
         Binding("enter", "edit_selected", "Edit", id="flags-edit-value", priority=True),
+        *CURSOR_BINDINGS,  # …so the cursor keys are too, or enter overtakes them
         Binding("escape", "back", "Back", id="flags-back"),
         Binding("space", "toggle_switch", "Toggle", id="flags-toggle"),
         Binding("x", "revert", "Revert", id="flags-revert"),
@@ -158,6 +160,10 @@ class FlagEditorScreen(ModalScreen["Plan | None"]):
         self._hint(HINT_TABLE)
 
     # --- editing -----------------------------------------------------------------------
+
+    def action_move_cursor(self, rows: int) -> None:
+        table = self.query_one(DataTable)
+        move_cursor(table, rows, focused=self._editing is None and self.focused is table)
 
     def action_edit_selected(self) -> None:
         name = self.selected

@@ -35,6 +35,7 @@ from console.tuning.history_rows import (
 )
 from console.tuning.plan import Plan
 from widgets.rollback_confirm import RollbackConfirmScreen, RollbackPlanner
+from widgets.table_keys import CURSOR_BINDINGS, move_cursor
 
 HistoryLoader = Callable[[], Awaitable[HostHistory]]
 RollbackPlanners = Callable[[int | None, bool], RollbackPlanner]
@@ -62,6 +63,7 @@ class HistoryScreen(ModalScreen["Plan | None"]):
     BINDINGS = [
         # Priority: the table would take enter (select) before the screen sees it.
         Binding("enter", "rollback_to", "Roll back to it", id="history-rollback-to", priority=True),
+        *CURSOR_BINDINGS,  # …so the cursor keys are too, or enter overtakes them
         Binding("o", "rollback_original", "Back to original", id="history-original"),
         Binding("r", "reload", "Reload", id="history-reload"),
         Binding("escape,h,q", "close", "Close", id="history-close"),
@@ -175,6 +177,10 @@ class HistoryScreen(ModalScreen["Plan | None"]):
         self.query_one("#history-detail", Static).update(Text("\n".join(lines)))
 
     # --- rollbacks -----------------------------------------------------------------------
+
+    def action_move_cursor(self, rows: int) -> None:
+        table = self.query_one(DataTable)
+        move_cursor(table, rows, focused=self.focused is table)
 
     def action_rollback_to(self) -> None:
         entry = self.selected

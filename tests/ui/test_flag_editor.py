@@ -166,10 +166,11 @@ async def test_keys_typed_in_one_burst_all_reach_the_value_and_the_column_fits_i
     app = SpecopsApp(Fleet(load_fleet(fleet.profiles_dir)))
     async with app.run_test(size=(80, 24)) as pilot:
         editor = await open_editor(app, pilot)
-        await pilot.press("down", "down", "down", "down")  # max_running
-        # As tmux delivers `Enter 2 0 4 8 Enter` from one send-keys: no pause between keys.
-        # The field opens with the current value selected: typing replaces it.
+        # As tmux delivers `Down Down Down Down Enter 2 0 4 8 Enter` from one send-keys: no
+        # pause between keys (the downs reach max_running before enter opens it). The field
+        # opens with the current value selected: typing replaces it.
         for key, char in (
+            *[("down", None)] * 4,
             ("enter", "\r"),
             ("2", "2"),
             ("0", "0"),

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual import events
 from textual.message import Message
 from textual.notifications import Notify
 from textual.pilot import Pilot
@@ -194,8 +195,11 @@ async def test_cancelling_the_confirm_leaves_the_host_unchanged(fleet: SimFleet)
     async with app.run_test(size=(140, 44)) as pilot:
         screen = await open_history(app, pilot)
         already = len(host.commands)
-        await pilot.press("down")  # entry 0, the original
-        confirm = await open_confirm(app, pilot, "enter")
+        # `Down Enter` in one read, as tmux delivers a send-keys: the cursor reaches entry 0
+        # (the original) before enter acts on it.
+        app.post_message(events.Key("down", None))
+        app.post_message(events.Key("enter", "\r"))
+        confirm = await open_confirm(app, pilot)
         assert "back to history entry 0 (original" in target_of(confirm)
         await pilot.press("escape")  # cancel: back in the history view
         await until(pilot, lambda: app.screen is screen)
