@@ -131,22 +131,29 @@ async def _run(
         return refused
     rollout = group.new_rollout_id()
     ended = await group.group_change(
-        sessions, waves, rollout=rollout, soak_s=args.soak, on_event=_step, on_wave=_wave
+        sessions,
+        waves,
+        rollout=rollout,
+        soak_s=args.soak,
+        on_event=_step,
+        on_wave=_wave,
+        all_or_nothing=args.all_or_nothing,
     )
-    for outcome in ended.outcomes:
+    for outcome in [*ended.outcomes, *ended.undone]:
         report(outcome)
     _summary(ended)
     if args.json:
-        for outcome in ended.outcomes:
+        for outcome in [*ended.outcomes, *ended.undone]:
             print(json.dumps({"rollout": rollout, **outcome.record()}, default=str))
         print(json.dumps(_record(ended), default=str), flush=True)
-    if ended.unreachable:
+    if ended.unreachable or any(o.result.unreachable for o in ended.undone):
         return EXIT_UNREACHABLE
     return EXIT_OK if ended.ok else EXIT_FAILED
 
 
 def _summary(ended: group.GroupOutcome) -> None:
-    applied = [o.host for o in ended.outcomes if o.ok]
+    undone = [o.host for o in ended.undone if o.ok]
+    applied = ended.on_new_setting
     back = [o for o in ended.outcomes if o.result.outcome is RolloutOutcome.ROLLED_BACK]
     failed = [o.host for o in ended.outcomes if o.result.outcome is RolloutOutcome.FAILED]
     out.print(f"rollout {ended.rollout}:", style="bold")
@@ -158,13 +165,25 @@ def _summary(ended: group.GroupOutcome) -> None:
         out.print(f"  [red]failed[/red] (not known healthy): {', '.join(failed)}")
     if ended.untouched:
         out.print(f"  never touched: {', '.join(ended.untouched)}")
+    if undone:
+        out.print(f"  put back (all or nothing): {', '.join(undone)}")
+    for o in ended.undone:
+        if not o.ok:
+            out.print(f"  [red]could not be put back[/red]: {o.host} ({escape(o.result.reason)})")
+    for host, why in ended.undo_errors.items():
+        out.print(f"  [red]could not be put back[/red]: {host} ({escape(why)})", soft_wrap=True)
 
 
 def _record(ended: group.GroupOutcome) -> dict[str, Any]:
     return {
         "rollout": ended.rollout,
         "ok": ended.ok,
-        "applied": [o.host for o in ended.outcomes if o.ok],
+        "applied": ended.on_new_setting,
+        "put_back": [o.host for o in ended.undone if o.ok],
+        "not_put_back": [
+            *(o.host for o in ended.undone if not o.ok),
+            *ended.undo_errors,
+        ],
         "rolled_back": [
             o.host for o in ended.outcomes if o.result.outcome is RolloutOutcome.ROLLED_BACK
         ],

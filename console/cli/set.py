@@ -94,6 +94,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     change.add_argument(
         "--mixed", action="store_true", help="with several hosts: allow different SGLang releases"
     )
+    change.add_argument(
+        "--all-or-nothing",
+        action="store_true",
+        help="with several hosts: when one fails, also put back the hosts already changed",
+    )
     change.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     change.add_argument("--dry-run", action="store_true", help="show the diff; change nothing")
     change.add_argument(

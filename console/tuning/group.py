@@ -18,10 +18,14 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from console.hosts.clock import SYSTEM, Clock
 from console.hosts.events import ChangeAction, RolloutEvent
-from console.transport.ssh import HostSession
+from console.service.execline import FlagError
+from console.transport.ssh import HostSession, RemoteError
 from console.tuning.change import ChangeOutcome, change
+from console.tuning.history import HistoryError
 from console.tuning.plan import Plan
+from console.tuning.rollback import RollbackError, prepare_rollback
 
 
 def wave_size(text: str) -> Callable[[int], int]:
@@ -81,10 +85,21 @@ class GroupOutcome:
     outcomes: list[ChangeOutcome] = field(default_factory=list)
     untouched: list[str] = field(default_factory=list)
     """Hosts the rollout never reached (it stopped before their wave)."""
+    undone: list[ChangeOutcome] = field(default_factory=list)
+    """`--all-or-nothing`: the rollbacks of hosts that were on the new setting when another
+    failed."""
+    undo_errors: dict[str, str] = field(default_factory=dict)
+    """Hosts whose all-or-nothing rollback could not even be planned, and why."""
 
     @property
     def ok(self) -> bool:
         return not self.untouched and all(o.ok for o in self.outcomes)
+
+    @property
+    def on_new_setting(self) -> list[str]:
+        """Hosts on the new setting now (applied, and not put back by all or nothing)."""
+        back = {o.host for o in self.undone if o.ok}
+        return [o.host for o in self.outcomes if o.ok and o.host not in back]
 
     @property
     def unreachable(self) -> bool:
@@ -103,12 +118,13 @@ async def group_change(
     soak_s: float | None = None,
     on_event: Callable[[RolloutEvent], None] | None = None,
     on_wave: Callable[[GroupEvent], None] | None = None,
-    clock: Callable[[], float] | None = None,
+    all_or_nothing: bool = False,
+    clock: Clock = SYSTEM,
 ) -> GroupOutcome:
     """Run the waves in order, each host through `change()`; stop after the first wave in
-    which a host did not end healthy on the new setting."""
-    loop = asyncio.get_running_loop()
-    now = clock or loop.time
+    which a host did not end healthy on the new setting (`all_or_nothing`: then also put
+    every host that is on the new setting back where it was, through a verified rollback)."""
+    now = clock.time
     result = GroupOutcome(rollout)
     for number, wave in enumerate(waves, start=1):
         if result.outcomes and not all(o.ok for o in result.outcomes):
@@ -132,4 +148,47 @@ async def group_change(
         result.outcomes += outcomes
         if on_wave is not None:
             on_wave(WaveEnded(rollout, number, tuple(outcomes), now()))
+    if all_or_nothing and not result.ok:
+        failed = ", ".join(o.host for o in result.outcomes if not o.ok) or "none"
+        applied = [o.host for o in result.outcomes if o.ok]
+        undone = await asyncio.gather(
+            *(
+                _undo(
+                    sessions[host],
+                    f"rollout {rollout}: all or nothing, {failed} failed",
+                    on_event=on_event,
+                    soak_s=soak_s,
+                )
+                for host in applied
+            )
+        )
+        for host, done in zip(applied, undone, strict=True):
+            if isinstance(done, str):
+                result.undo_errors[host] = done
+            else:
+                result.undone.append(done)
     return result
+
+
+async def _undo(
+    session: HostSession,
+    cause: str,
+    *,
+    on_event: Callable[[RolloutEvent], None] | None,
+    soak_s: float | None,
+) -> ChangeOutcome | str:
+    """The host back on the configuration before the rollout (its history's newest good entry
+    other than what runs now), verified like any rollback; a string says why it could not be
+    planned."""
+    try:
+        found = await prepare_rollback(session)
+    except (RollbackError, HistoryError, RemoteError, FlagError) as exc:
+        return str(exc)
+    return await change(
+        session,
+        found.plan,
+        action=ChangeAction.ROLLBACK,
+        on_event=on_event,
+        soak_s=soak_s,
+        cause=cause,
+    )

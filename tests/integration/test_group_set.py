@@ -16,12 +16,15 @@ from console.cli import parse_args
 from console.cli import set as cli_set
 from console.hosts.events import RolloutEvent, RolloutProgress, RolloutStep
 from console.hosts.profiles import load_fleet
+from console.service.status import read_status
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
 from console.transport.ssh import HostSession
 from console.tuning import group
 from console.tuning.plan import parse_assignments, read_plan
 from tests.integration.test_rollout import connect
+
+HISTORY = "/var/lib/specops/sglang-k26-ddtree.service/history.json"
 
 HOSTS = 8
 CHANGING = ("systemctl restart", "tee ", "mv ")
@@ -41,7 +44,7 @@ async def fleet(tmp_path: Path) -> AsyncIterator[SimFleet]:
 
 
 async def rollout(
-    sim: SimFleet, *assignments: str
+    sim: SimFleet, *assignments: str, all_or_nothing: bool = False
 ) -> tuple[group.GroupOutcome, list[group.GroupEvent], dict[str, float]]:
     profiles = load_fleet(sim.profiles_dir)
     sessions: dict[str, HostSession] = {}
@@ -65,7 +68,12 @@ async def rollout(
         ]
         waves = group.waves_of(plans, 1, group.wave_size("3"))
         ended = await group.group_change(
-            sessions, waves, rollout="group-test", on_event=step, on_wave=waves_seen.append
+            sessions,
+            waves,
+            rollout="group-test",
+            on_event=step,
+            on_wave=waves_seen.append,
+            all_or_nothing=all_or_nothing,
         )
     finally:
         await asyncio.gather(*(s.close() for s in sessions.values()))
@@ -95,6 +103,26 @@ async def test_a_failure_in_wave_two_stops_the_rollout_before_wave_three(fleet: 
     for name in names[4:]:  # never touched: no write, no restart
         assert not any(c.startswith(CHANGING) for c in fleet.hosts[name].commands), name
     assert all(o.ok for o in ended.outcomes if o.host in (names[0], names[1], names[3]))
+
+
+async def test_all_or_nothing_puts_back_the_hosts_already_changed(fleet: SimFleet) -> None:
+    names = [p.name for p in load_fleet(fleet.profiles_dir)]
+    fleet.hosts[names[2]].lacks.add("journalctl")  # wave 2's second host cannot be changed
+    ended, _, _ = await rollout(fleet, "budget=4", all_or_nothing=True)
+    assert not ended.ok and ended.untouched == names[4:]
+    changed = [names[0], names[1], names[3]]  # the canary and wave 2's other hosts
+    assert sorted(o.host for o in ended.undone) == sorted(changed)
+    assert all(o.ok and o.action.value == "rollback" for o in ended.undone)
+    assert ended.on_new_setting == [] and ended.undo_errors == {}
+    for name in changed:  # back on budget 8, through a verified rollback in its history
+        session = await connect(load_fleet(fleet.profiles_dir)[names.index(name)])
+        try:
+            assert (await read_status(session)).flags["budget"] == 8
+        finally:
+            await session.close()
+        entries = json.loads(fleet.hosts[name].local(HISTORY).read_text())["entries"]
+        assert [e["action"] for e in entries[-2:]] == ["group-set", "rollback"]
+        assert entries[-1]["outcome"] == "kept"
 
 
 async def test_set_over_hosts_on_different_releases_is_refused_before_anything_changes(
