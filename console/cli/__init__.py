@@ -22,8 +22,8 @@ loading, connecting). Nothing here imports Textual or the simulator when the CLI
 - `outcome.py`: how a change ended, as `set`, `rollback`, a group and `watch` print it;
 - `report.py`: `specops report PACKAGE [--out FILE]`: the findings report, from the package's
   evidence;
-- `rollback.py`: `specops rollback HOST [--to N | --original] [--yes] [--dry-run]`: back to a
-  good configuration;
+- `rollback.py`: `specops rollback HOST [HOST…] [--to N | --original] [--yes] [--dry-run]`:
+  back to a good configuration (several hosts: in waves, as `set`);
 - `set.py`: `specops set HOST NAME=VALUE...`: the whole tuning step as one command;
 - `snapshot.py`: `specops snapshot HOST...`: collect the evidence into a reproduction package;
 - `sweep.py`: `specops sweep HOST NAME=V1,V2...`: a tuning campaign over a grid of flag

@@ -1,4 +1,6 @@
-"""`specops set HOST HOST… NAME=VALUE…`: one change to many hosts, a canary first, then waves.
+"""`specops set HOST HOST… NAME=VALUE…` and `specops rollback HOST HOST…`: one change to many
+hosts, a canary first, then waves (a rollback takes each host back to its own previous good
+configuration, or `--to N` / `--original`).
 
 Everything is refused before any host is touched: a bad value (exit 2), an unreachable host
 (exit 3), a flag a host's build does not know (exit 2, naming the host), hosts on different
@@ -17,6 +19,7 @@ import argparse
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rich.markup import escape
@@ -32,12 +35,14 @@ from console.cli.common import (
     out,
 )
 from console.cli.outcome import report
-from console.hosts.events import RolloutEvent, RolloutOutcome, RolloutProgress
+from console.hosts.events import ChangeAction, RolloutEvent, RolloutOutcome, RolloutProgress
 from console.hosts.profiles import Profile
 from console.service.execline import FlagError
-from console.transport.ssh import HostSession
+from console.transport.ssh import HostSession, RemoteError
 from console.tuning import group
+from console.tuning.history import HistoryError
 from console.tuning.plan import Plan, parse_assignments, prepare
+from console.tuning.rollback import RollbackError, prepare_rollback
 
 
 def _step(event: RolloutEvent) -> None:
@@ -55,15 +60,68 @@ def _wave(event: group.GroupEvent) -> None:
         err.print(f"wave {event.number}: {', '.join(event.hosts)}", style="bold")
 
 
+def add_group_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a change to several hosts (`set` and `rollback`)."""
+    parser.add_argument(
+        "--canary",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with several hosts: how many go first, alone, each through its soak (default 1)",
+    )
+    parser.add_argument(
+        "--wave",
+        default="25%",
+        metavar="N|P%",
+        help="with several hosts: how many change at once after the canary (default 25%%)",
+    )
+    parser.add_argument(
+        "--mixed", action="store_true", help="with several hosts: allow different SGLang releases"
+    )
+    parser.add_argument(
+        "--all-or-nothing",
+        action="store_true",
+        help="with several hosts: when one fails, also put back the hosts already changed",
+    )
+
+
+Planner = Callable[[HostSession], Awaitable[Plan]]
+"""One host's plan, read from the host (FlagError / RollbackError refuse the whole rollout)."""
+
+
+def setting(profiles: list[Profile], assignments: list[str]) -> Planner:
+    """`set HOST… NAME=VALUE…`: the same values on every host (validated for each profile
+    here, before any host is reached; FlagError names the host)."""
+    changes = {}
+    for profile in profiles:
+        try:
+            changes[profile.name] = parse_assignments(profile, assignments)
+        except FlagError as exc:
+            raise FlagError(f"{profile.name}: {exc}") from None
+    return lambda session: prepare(session, changes[session.name])
+
+
+def rolling_back(args: argparse.Namespace) -> Planner:
+    """`rollback HOST…`: each host back to its own previous good configuration (or `--to N`,
+    `--original`), as its own history says."""
+
+    async def plan(session: HostSession) -> Plan:
+        found = await prepare_rollback(session, to=args.to, original=args.original)
+        out.print(f"{session.name}: {escape(found.label)}", soft_wrap=True)
+        return found.plan
+
+    return plan
+
+
 async def run_group(
-    profiles: list[Profile], assignments: list[str], args: argparse.Namespace
+    profiles: list[Profile],
+    planner: Planner,
+    args: argparse.Namespace,
+    *,
+    action: ChangeAction = ChangeAction.GROUP_SET,
 ) -> int:
     try:
-        changes = {p.name: parse_assignments(p, assignments) for p in profiles}
         wave = group.wave_size(args.wave)
-    except FlagError as exc:
-        err.print(f"specops: {exc}", markup=False)
-        return EXIT_USAGE
     except ValueError as exc:
         err.print(f"specops: --wave {exc}", markup=False)
         return EXIT_USAGE
@@ -74,19 +132,19 @@ async def run_group(
             missing = [p.name for p in profiles if p.name not in sessions]
             err.print(f"specops: not changing any host: {', '.join(missing)} unreachable")
             return EXIT_UNREACHABLE
-        return await _run(sessions, profiles, changes, wave, args)
+        return await _run(sessions, profiles, planner, wave, args, action)
     finally:
         await asyncio.gather(*(s.close() for s in sessions.values()))
 
 
 async def _plans(
-    sessions: dict[str, HostSession], profiles: list[Profile], changes: dict[str, Any]
+    sessions: dict[str, HostSession], profiles: list[Profile], planner: Planner
 ) -> list[Plan]:
     async def one(profile: Profile) -> Plan:
         try:
-            return await prepare(sessions[profile.name], changes[profile.name])
-        except FlagError as exc:
-            raise FlagError(f"{profile.name}: {exc}") from None
+            return await planner(sessions[profile.name])
+        except (FlagError, HistoryError) as exc:
+            raise type(exc)(f"{profile.name}: {exc}") from None  # (a RollbackError names it)
 
     return list(await asyncio.gather(*(one(p) for p in profiles)))
 
@@ -94,15 +152,19 @@ async def _plans(
 async def _run(
     sessions: dict[str, HostSession],
     profiles: list[Profile],
-    changes: dict[str, Any],
+    planner: Planner,
     wave: Any,
     args: argparse.Namespace,
+    action: ChangeAction,
 ) -> int:
     try:
-        plans = await _plans(sessions, profiles, changes)
+        plans = await _plans(sessions, profiles, planner)
     except FlagError as exc:
         err.print(f"specops: {exc} (nothing was changed anywhere)", markup=False)
         return EXIT_USAGE
+    except (RollbackError, HistoryError, RemoteError) as exc:
+        err.print(f"specops: {exc} (nothing was changed anywhere)", markup=False)
+        return EXIT_FAILED
     releases = {p.host: p.release or "unknown" for p in plans}
     if len(set(releases.values())) > 1 and not args.mixed:
         listed = ", ".join(f"{h} {r}" for h, r in releases.items())
@@ -138,6 +200,7 @@ async def _run(
         on_event=_step,
         on_wave=_wave,
         all_or_nothing=args.all_or_nothing,
+        action=action,
     )
     for outcome in [*ended.outcomes, *ended.undone]:
         report(outcome)

@@ -1,4 +1,5 @@
-"""`specops rollback HOST [--to N | --original] [--yes] [--dry-run]`: back to a good configuration.
+"""`specops rollback HOST [HOST…] [--to N | --original] [--yes] [--dry-run]`: back to a good
+configuration (several hosts or `--group G`: in waves, console/cli/group_set.py).
 
 The target comes from the host's own history (console/tuning/rollback.py, shared with the
 TUI): by default the newest configuration that survived its soak and is not what runs now;
@@ -29,6 +30,7 @@ from console.cli.common import (
     out,
     refuse_read_only,
 )
+from console.cli.group_set import add_group_arguments, rolling_back, run_group
 from console.cli.set import run_plan, soak_seconds, unchanged
 from console.hosts.events import ChangeAction
 from console.hosts.profiles import select
@@ -45,7 +47,14 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="back to the previous good configuration (from the host's history)",
     )
-    cmd.add_argument("host", metavar="HOST")
+    cmd.add_argument(
+        "hosts",
+        nargs="*",
+        metavar="HOST",
+        help="several hosts (or --group G) go back in waves, each to its own previous good "
+        "configuration: a canary, then --wave",
+    )
+    add_group_arguments(cmd)
     target = cmd.add_mutually_exclusive_group()
     target.add_argument("--to", type=int, metavar="N", help="history entry N instead")
     target.add_argument(
@@ -63,11 +72,24 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def cmd_rollback(args: argparse.Namespace) -> int:
-    (profile,) = select(load_profiles(args), [args.host])
-    if refuse_read_only(args, profile.name):
-        return EXIT_USAGE
     if args.to is not None and args.to < 0:
         err.print(f"specops: --to {args.to}: history entries are numbered from 0")
+        return EXIT_USAGE
+    if not args.hosts and not getattr(args, "group", None):
+        err.print("specops: which host? name it, or several, or --group G")
+        return EXIT_USAGE
+    if len(args.hosts) > 1 or getattr(args, "group", None):
+        everyone = load_profiles(args)  # --group already kept only the group's hosts
+        profiles = select(everyone, args.hosts) if args.hosts else everyone
+        if refuse_read_only(args, ", ".join(p.name for p in profiles)):
+            return EXIT_USAGE
+        if args.canary < 1:
+            err.print("specops: --canary of at least 1")
+            return EXIT_USAGE
+        with human_to_stderr(args.json):
+            return await run_group(profiles, rolling_back(args), args, action=ChangeAction.ROLLBACK)
+    (profile,) = select(load_profiles(args), args.hosts)
+    if refuse_read_only(args, profile.name):
         return EXIT_USAGE
     session = await connect(profile)
     if session is None:

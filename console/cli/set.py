@@ -35,7 +35,7 @@ from console.cli.common import (
     out,
     refuse_read_only,
 )
-from console.cli.group_set import run_group
+from console.cli.group_set import add_group_arguments, run_group, setting
 from console.cli.outcome import report, say
 from console.hosts.events import (
     ChangeAction,
@@ -78,27 +78,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         help="more hosts (words without `=`) make a rollout in waves: a canary, then --wave; "
         "with --group G the group's hosts (then HOST may be the first NAME=VALUE)",
     )
-    change.add_argument(
-        "--canary",
-        type=int,
-        default=1,
-        metavar="N",
-        help="with several hosts: how many go first, alone, each through its soak (default 1)",
-    )
-    change.add_argument(
-        "--wave",
-        default="25%",
-        metavar="N|P%",
-        help="with several hosts: how many change at once after the canary (default 25%%)",
-    )
-    change.add_argument(
-        "--mixed", action="store_true", help="with several hosts: allow different SGLang releases"
-    )
-    change.add_argument(
-        "--all-or-nothing",
-        action="store_true",
-        help="with several hosts: when one fails, also put back the hosts already changed",
-    )
+    add_group_arguments(change)
     change.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     change.add_argument("--dry-run", action="store_true", help="show the diff; change nothing")
     change.add_argument(
@@ -184,8 +164,13 @@ async def cmd_set(args: argparse.Namespace) -> int:
         if not assignments or args.canary < 1:
             err.print("specops: give NAME=VALUE after the hosts, and --canary of at least 1")
             return EXIT_USAGE
+        try:
+            planner = setting(profiles, assignments)
+        except FlagError as exc:
+            err.print(f"specops: {exc}", markup=False)
+            return EXIT_USAGE
         with human_to_stderr(args.json):
-            return await run_group(profiles, assignments, args)
+            return await run_group(profiles, planner, args)
     args.host, args.assignments = hosts[0], assignments
     (profile,) = select(load_profiles(args), [args.host])
     if refuse_read_only(args, profile.name):

@@ -119,6 +119,7 @@ async def group_change(
     on_event: Callable[[RolloutEvent], None] | None = None,
     on_wave: Callable[[GroupEvent], None] | None = None,
     all_or_nothing: bool = False,
+    action: ChangeAction = ChangeAction.GROUP_SET,
     clock: Clock = SYSTEM,
 ) -> GroupOutcome:
     """Run the waves in order, each host through `change()`; stop after the first wave in
@@ -137,7 +138,7 @@ async def group_change(
                 change(
                     sessions[plan.host],
                     plan,
-                    action=ChangeAction.GROUP_SET,
+                    action=action,
                     on_event=on_event,
                     soak_s=soak_s,
                     cause=f"rollout {rollout}, wave {number}",

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from console.cli import parse_args
+from console.cli import rollback as cli_rollback
 from console.cli import set as cli_set
 from console.hosts.events import RolloutEvent, RolloutProgress, RolloutStep
 from console.hosts.profiles import load_fleet
@@ -159,3 +160,30 @@ async def test_set_over_a_group_changes_its_hosts_and_no_other(
     assert sorted(summary["applied"]) == sorted(pair) and summary["untouched"] == []
     for name in names[2:]:
         assert not any(c.startswith(CHANGING) for c in fleet.hosts[name].commands), name
+
+
+async def test_rollback_over_hosts_puts_each_back_on_its_own_previous_setting(
+    fleet: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    names = [p.name for p in load_fleet(fleet.profiles_dir)][:3]
+    profiles = ["--profiles", str(fleet.profiles_dir)]
+    # Refused before anything is touched: these hosts have no earlier good configuration.
+    refused = parse_args(["rollback", *names, "--yes", *profiles])
+    assert await cli_rollback.cmd_rollback(refused) == 1
+    assert "no earlier good configuration" in capsys.readouterr().err
+    assert not any(c.startswith(CHANGING) for n in names for c in fleet.hosts[n].commands)
+    # Each on its own setting, then all back in one rollout (canary, then a wave).
+    for name, budget in zip(names, (4, 6, 5), strict=True):
+        one = parse_args(["set", name, f"budget={budget}", "--yes", *profiles])
+        assert await cli_set.cmd_set(one) == 0
+    capsys.readouterr()
+    argv = ["rollback", *names, "--wave", "2", "--yes", "--json", *profiles]
+    assert await cli_rollback.cmd_rollback(parse_args(argv)) == 0
+    said = capsys.readouterr()
+    summary = json.loads(said.out.splitlines()[-1])
+    assert sorted(summary["applied"]) == sorted(names)
+    assert f"{names[0]}: back to history entry 0" in said.err
+    for name in names:
+        entries = json.loads(fleet.hosts[name].local(HISTORY).read_text())["entries"]
+        assert (entries[-1]["action"], entries[-1]["outcome"]) == ("rollback", "kept")
+        assert entries[-1]["values"]["budget"] == 8
