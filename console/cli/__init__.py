@@ -28,6 +28,10 @@ loading, connecting). Nothing here imports Textual or the simulator when the CLI
 - `snapshot.py`: `specops snapshot HOST...`: collect the evidence into a reproduction package;
 - `sweep.py`: `specops sweep HOST NAME=V1,V2...`: a tuning campaign over a grid of flag
   settings;
+- `sweep_many.py`: the same grid on several hosts at once, each the whole grid or (`--split`)
+  its share;
+- `sweep_start.py`: what a campaign needs before it runs: grid, lock, resume, estimate;
+- `sweep_output.py`: what `sweep` prints: the plan, a line per cell, the table, `--json`;
 - `status.py`: `specops status`: connection, unit state and flags of every host, at once;
 - `tail.py`: `specops tail`: one host's journal, filtered like the TUI's view, as text or JSON
   lines;

@@ -88,6 +88,8 @@ class Campaign:
     bench: list[str] | None = None
     """`--bench CMD` as an argv with `{out}` in it (console/tuning/bench_step.py), or None."""
     bench_timeout_s: float = 1800.0
+    split: list[str] = field(default_factory=list)
+    """`--split`: the hosts the grid's cells were dealt out among (this one runs its share)."""
     owner: str = ""
     """`user@machine` of the console running it."""
     owner_pid: int | None = None

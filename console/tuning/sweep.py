@@ -87,9 +87,13 @@ class Sweep:
         *,
         on_event: Callable[[SweepEvent], None] | None = None,
         on_rollout: Callable[[RolloutEvent], None] | None = None,
+        crashed: Callable[[], list[dict[str, FlagValue]]] | None = None,
     ) -> None:
         self.session = session
         self.campaign = campaign
+        self.crashed = crashed or campaign.crashed
+        """The crashed cells pruning goes by: this campaign's, or (`--split`) those of every
+        campaign sharing the grid."""
         self.on_event = on_event or (lambda _: None)
         self.on_rollout = on_rollout
         self.stop_after_cell = False
@@ -160,7 +164,7 @@ class Sweep:
         campaign = self.campaign
         if campaign.prune:
             numeric = [n for n, s in self.profile.flags.items() if s.type in ("int", "float")]
-            found = grids.beyond(cell.values, campaign.crashed(), numeric)
+            found = grids.beyond(cell.values, self.crashed(), numeric)
             if found is not None:
                 name, crashed = found
                 reason = (

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from console.cli import parse_args
+from console.cli import parse_args, sweep_output
 from console.cli import sweep as cli_sweep
 from console.cli.snapshot import cmd_snapshot
 from console.findings.report import build_report
@@ -211,7 +211,7 @@ async def test_a_link_lost_for_good_in_a_cell_exits_3_and_the_record_says_where(
     monkeypatch.setattr(tuning_change, "RolloutOptions", quick)
     dropped: list[asyncio.Task[None]] = []
 
-    class DropInSecondCell(cli_sweep.CellPrinter):
+    class DropInSecondCell(sweep_output.CellPrinter):
         def rollout(self, event: RolloutEvent) -> None:
             super().rollout(event)
             second = "cell 2/" in self._cell
@@ -234,3 +234,58 @@ async def test_a_link_lost_for_good_in_a_cell_exits_3_and_the_record_says_where(
     # resume, once this console has exited, goes on from).
     assert record["state"] == "running" and record["current"] == 1
     assert [c["outcome"] for c in record["cells"]] == ["measured", "pending"]
+
+
+async def test_split_deals_the_grid_out_among_hosts_and_a_crash_prunes_for_all(
+    sim: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    names = list(sim.hosts)
+    argv = ["sweep", *names, "budget=4,6,16,32", "--split", *QUICK]
+    args = parse_args([*argv, "--profiles", str(sim.profiles_dir)])
+    capsys.readouterr()
+    code = await cli_sweep.cmd_sweep(args)
+    said = capsys.readouterr()
+    assert code == 0, said.err
+    record = json.loads(said.out.splitlines()[-1])
+    assert record["split"] is True and len(record["campaigns"]) == 2
+    first, second = record["campaigns"]
+    # Dealt out in turn: each host its share, the whole grid between them, each its baseline.
+    assert [c["flags"]["budget"] for c in first["cells"]] == [4, 16]
+    assert [c["flags"]["budget"] for c in second["cells"]] == [6, 32]
+    assert first["host"] == names[0] and second["host"] == names[1]
+    assert first["baseline"]["tok_s"] and second["baseline"]["tok_s"]
+    assert first["cells"][1]["outcome"] == "crashed"  # budget 16 with graphs
+    # 32 ran at the same time as 16 or after its crash: pruned for every host, or crashed.
+    assert second["cells"][1]["outcome"] in ("skipped", "crashed")
+    for name in names:
+        host_record = sim.hosts[name].local(
+            campaigns.campaign_path(UNIT, (first if name == names[0] else second)["campaign"])
+        )
+        assert json.loads(host_record.read_text())["split"] == names
+    assert f"{names[1]}: cell 1/2" in said.err  # lines name their host
+
+
+async def test_split_over_different_releases_is_refused_before_anything_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from console.sim.sglang import Timing
+
+    timing = Timing(load_s=0.3, decode_interval_s=0.1)
+    mixed = SimFleet(
+        tmp_path / "mixed", hosts=2, timing=timing, versions=("0.5.9-ddtree", "0.5.23")
+    )
+    await mixed.start()
+    try:
+        names = list(mixed.hosts)
+        argv = ["sweep", *names, "budget=4,6", "--split", *QUICK]
+        assert (
+            await cli_sweep.cmd_sweep(parse_args([*argv, "--profiles", str(mixed.profiles_dir)]))
+            == 2
+        )
+        assert "--split needs one SGLang release" in capsys.readouterr().err
+        for host in mixed.hosts.values():
+            assert not any(
+                c.startswith(("tee ", "mv ", "systemctl restart")) for c in host.commands
+            )
+    finally:
+        await asyncio.wait_for(mixed.stop(), 10)
