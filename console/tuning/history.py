@@ -18,6 +18,7 @@ from __future__ import annotations
 import getpass
 import json
 import posixpath
+import re
 import shlex
 import socket
 import time
@@ -112,9 +113,18 @@ class HistoryEntry:
 
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> HistoryEntry:
+        """An entry as the host's file holds it; ValueError or TypeError for a field of the
+        wrong type. Text fields lose their control characters (a hostile file's ESC never
+        reaches the terminal)."""
         names = set(cls.__dataclass_fields__)
         kept = {k: v for k, v in data.items() if k in names}
-        kept["excerpt"] = tuple(str(line) for line in kept.get("excerpt") or ())
+        for name, kinds in _FIELD_TYPES.items():
+            value = kept.get(name)
+            if value is not None and not isinstance(value, kinds):
+                raise TypeError(f"history entry {data.get('n')!r}: {name} is {value!r}")
+            if isinstance(value, str):
+                kept[name] = _printable(value)
+        kept["excerpt"] = tuple(_printable(str(line)) for line in kept.get("excerpt") or ())
         if (throughput := kept.get("throughput")) is not None:
             kept["throughput"] = Throughput(
                 mean_tok_s=float(throughput["mean_tok_s"]), n=int(throughput["n"])
@@ -123,6 +133,35 @@ class HistoryEntry:
         if entry.outcome not in OUTCOMES or not isinstance(entry.n, int):
             raise ValueError(f"history entry {data.get('n')!r}: outcome {entry.outcome!r}")
         return entry
+
+
+_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "n": int,
+    "kind": str,
+    "outcome": str,
+    "values": dict,
+    "argv": list,
+    "environment": dict,
+    "dropin": str,
+    "started_at": (int, float),
+    "finished_at": (int, float),
+    "who": str,
+    "profile": str,
+    "invocation_id": str,
+    "reason": str,
+    "signature": str,
+    "stage": str,
+    "exception_line": str,
+    "excerpt": list,
+    "action": str,
+}
+"""What each field of a history entry must be (None aside) when read from the host."""
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _printable(text: str) -> str:
+    return _CONTROL.sub("\ufffd", text)
 
 
 class HistoryError(Exception):
@@ -136,13 +175,41 @@ async def load(session: HostSession, unit: str) -> list[HistoryEntry]:
         result = await session.run(remote.read_if_exists(path), timeout=30)
     except CommandFailed as exc:
         raise HistoryError(f"cannot read {path}: {exc}") from None
-    if not result.stdout.strip():
+    return parse_history(result.stdout, path)
+
+
+HISTORY_VERSION = 1
+
+
+def parse_history(text: str, path: str) -> list[HistoryEntry]:
+    """The entries of a history file's text; HistoryError naming the file and what is wrong
+    for anything else (a hostile or damaged file is never a traceback, and one written by a
+    newer specops is neither read as empty nor rewritten)."""
+    if not text.strip():
         return []
     try:
-        data = json.loads(result.stdout)
-        return [HistoryEntry.from_record(e) for e in data["entries"]]
-    except (ValueError, KeyError, TypeError) as exc:
+        data = json.loads(text)
+    except RecursionError:
+        raise HistoryError(f"{path} is not a specops history (nested too deep)") from None
+    except ValueError as exc:
         raise HistoryError(f"{path} is not a specops history ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
+        raise HistoryError(f"{path} is not a specops history (no list of entries)")
+    version = data.get("version")
+    if version != HISTORY_VERSION:
+        raise HistoryError(
+            f"{path} has version {version!r}; this specops reads version {HISTORY_VERSION} "
+            "(a newer one wrote it?): refusing to read or rewrite it"
+        )
+    entries = []
+    for i, record in enumerate(data["entries"]):
+        if not isinstance(record, dict):
+            raise HistoryError(f"{path}: entry {i} is not an object")
+        try:
+            entries.append(HistoryEntry.from_record(record))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise HistoryError(f"{path}: entry {i}: {exc}") from None
+    return entries
 
 
 async def save(session: HostSession, unit: str, entries: Sequence[HistoryEntry]) -> str:
@@ -151,7 +218,8 @@ async def save(session: HostSession, unit: str, entries: Sequence[HistoryEntry])
     kept = list(entries)
     if len(kept) > MAX_ENTRIES:
         kept = [e for e in kept[:1] if e.kind == "original"] + kept[-(MAX_ENTRIES - 1) :]
-    text = json.dumps({"version": 1, "entries": [e.record() for e in kept]}, indent=1) + "\n"
+    records = [e.record() for e in kept]
+    text = json.dumps({"version": HISTORY_VERSION, "entries": records}, indent=1) + "\n"
     return await replace_file(session, path, text, ".history.json.tmp")
 
 
