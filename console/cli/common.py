@@ -32,7 +32,8 @@ from console.transport.ssh import (
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+"""Messages on stderr are never wrapped: a path or a command in one stays whole to copy."""
 out = Console(highlight=False)
 
 

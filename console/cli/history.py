@@ -68,7 +68,7 @@ async def cmd_history(args: argparse.Namespace) -> int:
         err.print(str(exc), markup=False)
         return EXIT_UNREACHABLE
     except (HistoryError, RemoteError) as exc:
-        err.print(f"{profile.name}: {exc}", markup=False)
+        err.print(f"specops: {profile.name}: {exc}", markup=False)
         return EXIT_FAILED
     finally:
         await session.close()

@@ -32,7 +32,7 @@ def report(outcome: ChangeOutcome) -> None:
     _report_result(result, outcome.intent)
     if outcome.experiment is not None:
         say(f"experiment recorded on the host: {escape(outcome.experiment)}")
-    else:
+    elif not result.untouched:  # a change refused before it began is no experiment
         err.print(
             f"specops: {name}: experiment not recorded on the host: {outcome.not_recorded}",
             markup=False,

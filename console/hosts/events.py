@@ -328,6 +328,9 @@ class RolloutFinished:
     unreachable: bool = False
     """The link stayed down past `reconnect_s` while rolling back (`rollback_error` says
     which configuration the host is left on; the CLI exits 3)."""
+    untouched: bool = False
+    """Refused before anything on the host changed (its history unreadable, the link down
+    at the start): no experiment to record."""
 
     @property
     def ok(self) -> bool:

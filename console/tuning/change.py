@@ -115,6 +115,8 @@ async def change(
         _audit(plan, action, f"stopped: {exc!r}")
         raise
     _audit(plan, action, result.summary())
+    if result.untouched:  # the host never changed: an experiment of nothing would mislead
+        return ChangeOutcome(plan.host, action, plan.summary(), result, None, "nothing changed")
     try:
         path = await record_rollout(
             session,

@@ -116,6 +116,7 @@ class Rollout(RolloutSteps):
                 RolloutOutcome.FAILED,
                 f"{exc}; nothing was changed",
                 unreachable=await self._link_lost(exc),
+                untouched=True,
             )
         self._watch = InvocationWatch(self.session, self.unit, cursor, self._lines)
         self._watch.start()

@@ -216,3 +216,24 @@ async def test_an_abandoned_change_is_recorded_and_the_next_run_reports_it(
     assert "history entry 1 (set by " in err and "was abandoned half way" in err
     record = await history_of("b300", sim.profiles_dir, capsys)
     assert outcomes(record)[:2] == [(2, "change", "kept"), (1, "change", "abandoned")]
+
+
+async def test_a_damaged_history_refuses_the_change_and_records_no_experiment(
+    sim: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = sim.hosts["b300"]
+    path = host.local(HISTORY)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('{"version": 1, "entries": "x"}')
+    dropin = host.local(DROPIN)
+    before = dropin.read_text() if dropin.exists() else None
+    code, out, err = await cli(
+        cli_set, ["set", "b300", "budget=4", "--yes"], sim.profiles_dir, capsys
+    )
+    assert code == 1
+    assert f"{HISTORY} is not a specops history (no list of entries)" in out + err
+    assert "nothing was changed" in out + err and "experiment" not in out + err
+    assert not host.local(f"/var/lib/specops/{UNIT}/experiments").exists()
+    assert (dropin.read_text() if dropin.exists() else None) == before
+    code, out, err = await cli(cli_history, ["history", "b300"], sim.profiles_dir, capsys)
+    assert "Traceback" not in out + err and "is not a specops history" in out + err
