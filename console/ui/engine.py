@@ -90,6 +90,23 @@ class EngineThread:
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
+    def pending(self) -> list[str]:
+        """The engine's unfinished tasks, each with where it waits (`name: file:line < …`):
+        what a stop that does not end is waiting for."""
+        if self._loop is None or self._loop.is_closed():
+            return []
+        found = []
+        for task in asyncio.all_tasks(self._loop):
+            where: list[str] = []
+            coro: Any = task.get_coro()
+            while coro is not None and len(where) < 8:
+                frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None)
+                if frame is not None:
+                    where.append(f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}")
+                coro = getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None)
+            found.append(f"{task.get_name()}: {' < '.join(where)}")
+        return found
+
     def call(self, function: Callable[..., object], *args: object) -> None:
         """Run `function(*args)` on the engine's loop, soon; returns at once."""
         self.loop.call_soon_threadsafe(function, *args)

@@ -8,6 +8,8 @@ answered it.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections import deque
 
@@ -45,6 +47,12 @@ long): under a flood it would otherwise take half the GIL from the repaint the o
 waiting for. The lines wait in the sockets and on the hosts meanwhile; nothing is lost."""
 
 
+log = logging.getLogger(__name__)
+
+STOP_WAIT_S = 15.0
+"""How long quitting waits for the fleet to stop before cancelling what is left."""
+
+
 class EngineBridge(Shell):
     """Starts and stops the engine, forwards its events, drains the journal inbox."""
 
@@ -67,11 +75,21 @@ class EngineBridge(Shell):
         self.engine.call(self.fleet.start)
 
     async def _stop_engine(self) -> None:
+        """Quitting never hangs: what the fleet has not stopped within STOP_WAIT_S is
+        cancelled with the engine's loop, and named in the log."""
         if self.engine.running:
-            await self.engine.run(self.probation.stop())
-            await self.engine.run(self.left_on.stop())
-            await self.engine.run(self.fleet.stop())
+            try:
+                async with asyncio.timeout(STOP_WAIT_S):
+                    await self.engine.run(self._stop_fleet())
+            except TimeoutError:
+                log.warning("stopping took over %gs; waiting still: %s", STOP_WAIT_S,
+                            "; ".join(self.engine.pending()))  # fmt: skip
             self.engine.stop()
+
+    async def _stop_fleet(self) -> None:  # on the engine's loop
+        await self.probation.stop()
+        await self.left_on.stop()
+        await self.fleet.stop()
 
     async def on_event(self, event: events.Event) -> None:
         if not isinstance(event, events.Key):

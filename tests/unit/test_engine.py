@@ -122,3 +122,20 @@ def test_a_pause_of_a_stopped_engine_does_nothing() -> None:
     finally:
         engine.stop()
     engine.pause(limit=30)
+
+
+async def test_a_stop_that_does_not_end_can_say_what_it_waits_for(engine: EngineThread) -> None:
+    """Quitting is bounded (console/ui/engine_bridge.py); the log then names each task still
+    waiting and where, from `pending()`."""
+    never = asyncio.Event()
+
+    async def stuck_close() -> None:
+        await never.wait()
+
+    engine.submit(stuck_close())
+    for _ in range(100):
+        shown = engine.pending()
+        if any("stuck_close" in line or "test_engine.py" in line for line in shown):
+            break
+        await asyncio.sleep(0.01)
+    assert any("test_engine.py:" in line for line in shown), shown
