@@ -14,6 +14,7 @@ import time
 import pytest
 
 from tests.testbed.bed import Testbed
+from tests.testbed.hosts import Host
 from tests.testbed.layout import UNIT
 from tests.testbed.test_rollout import effective, running_argv
 from tests.testbed.test_soak import host_history
@@ -35,13 +36,17 @@ def test_a_console_killed_in_the_third_cell_is_resumed_and_ends_the_same_way(
     try:
         deadline = time.monotonic() + 240
         record: dict[str, object] = {}
-        while time.monotonic() < deadline and record.get("current") != 2:
+        # Killed mid-change: the third cell begun in the campaign, its change started on the
+        # host and its flags in place (a slow console can be killed between these steps).
+        while time.monotonic() < deadline and not (
+            record.get("current") == 2 and changing(host) and budget_of(host) == "12"
+        ):
             found = list(campaigns.glob("*.json"))
             if found:
                 with contextlib.suppress(ValueError):  # caught mid-rename: look again
                     record = json.loads(found[0].read_text())
-            time.sleep(0.2)
-        assert record.get("current") == 2, record
+            time.sleep(0.1)
+        assert record.get("current") == 2 and budget_of(host) == "12", record
     finally:
         console.send_signal(signal.SIGKILL)
         console.wait(30)
@@ -65,3 +70,18 @@ def test_a_console_killed_in_the_third_cell_is_resumed_and_ends_the_same_way(
     killed = next(i for i, e in enumerate(history) if e["outcome"] == "abandoned")
     assert [e["action"] for e in history[killed + 1 :]] == ["sweep-end", "sweep-cell"]
     assert history[-1]["outcome"] == "rolled_back"  # budget 12 with graphs crashed again
+
+
+def changing(host: Host) -> bool:
+    """Whether the host's newest history entry is a change still under way ("started")."""
+    with contextlib.suppress(FileNotFoundError, ValueError):  # not yet written, mid-rename
+        entries = host_history(host)
+        return bool(entries) and entries[0]["outcome"] == "started"
+    return False
+
+
+def budget_of(host: Host) -> str | None:
+    """The budget (`--speculative-num-draft-tokens`) in the unit's effective ExecStart."""
+    argv = list(effective(host).argv)
+    flag = "--speculative-num-draft-tokens"
+    return argv[argv.index(flag) + 1] if flag in argv else None
