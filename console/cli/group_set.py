@@ -32,11 +32,13 @@ from console.cli.common import (
     confirm,
     connect,
     err,
+    load_profiles,
     out,
+    refuse_read_only,
 )
 from console.cli.outcome import report
 from console.hosts.events import ChangeAction, RolloutEvent, RolloutOutcome, RolloutProgress
-from console.hosts.profiles import Profile
+from console.hosts.profiles import Profile, select
 from console.service.execline import FlagError
 from console.transport.ssh import HostSession, RemoteError
 from console.tuning import group
@@ -58,6 +60,19 @@ def _step(event: RolloutEvent) -> None:
 def _wave(event: group.GroupEvent) -> None:
     if isinstance(event, group.WaveStarted):
         err.print(f"wave {event.number}: {', '.join(event.hosts)}", style="bold")
+
+
+def group_profiles(args: argparse.Namespace, hosts: list[str]) -> list[Profile] | None:
+    """The hosts of a rollout over several: those named, else `--group G`'s (which loading
+    already kept). None, said on stderr, when it may not run: read-only, a canary under 1."""
+    everyone = load_profiles(args)
+    profiles = select(everyone, hosts) if hosts else everyone
+    if refuse_read_only(args, ", ".join(p.name for p in profiles)):
+        return None
+    if args.canary < 1:
+        err.print(f"specops: --canary {args.canary}: at least 1 host goes first")
+        return None
+    return profiles
 
 
 def add_group_arguments(parser: argparse.ArgumentParser) -> None:

@@ -30,7 +30,12 @@ from console.cli.common import (
     out,
     refuse_read_only,
 )
-from console.cli.group_set import add_group_arguments, rolling_back, run_group
+from console.cli.group_set import (
+    add_group_arguments,
+    group_profiles,
+    rolling_back,
+    run_group,
+)
 from console.cli.set import run_plan, soak_seconds, unchanged
 from console.hosts.events import ChangeAction
 from console.hosts.profiles import select
@@ -79,12 +84,8 @@ async def cmd_rollback(args: argparse.Namespace) -> int:
         err.print("specops: which host? name it, or several, or --group G")
         return EXIT_USAGE
     if len(args.hosts) > 1 or getattr(args, "group", None):
-        everyone = load_profiles(args)  # --group already kept only the group's hosts
-        profiles = select(everyone, args.hosts) if args.hosts else everyone
-        if refuse_read_only(args, ", ".join(p.name for p in profiles)):
-            return EXIT_USAGE
-        if args.canary < 1:
-            err.print("specops: --canary of at least 1")
+        profiles = group_profiles(args, args.hosts)
+        if profiles is None:
             return EXIT_USAGE
         with human_to_stderr(args.json):
             return await run_group(profiles, rolling_back(args), args, action=ChangeAction.ROLLBACK)

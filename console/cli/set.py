@@ -35,7 +35,7 @@ from console.cli.common import (
     out,
     refuse_read_only,
 )
-from console.cli.group_set import add_group_arguments, run_group, setting
+from console.cli.group_set import add_group_arguments, group_profiles, run_group, setting
 from console.cli.outcome import report, say
 from console.hosts.events import (
     ChangeAction,
@@ -157,12 +157,8 @@ async def cmd_set(args: argparse.Namespace) -> int:
         err.print("specops: which host? name it, or several, or --group G")
         return EXIT_USAGE
     if len(hosts) > 1 or args.group:
-        everyone = load_profiles(args)  # --group already kept only the group's hosts
-        profiles = select(everyone, hosts) if hosts else everyone
-        if refuse_read_only(args, ", ".join(p.name for p in profiles)):
-            return EXIT_USAGE
-        if not assignments or args.canary < 1:
-            err.print("specops: give NAME=VALUE after the hosts, and --canary of at least 1")
+        profiles = group_profiles(args, hosts)
+        if profiles is None:
             return EXIT_USAGE
         try:
             planner = setting(profiles, assignments)
