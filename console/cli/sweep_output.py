@@ -15,6 +15,7 @@ from console.hosts.events import RolloutEvent, RolloutProgress
 from console.ledger import campaigns
 from console.ledger.campaigns import Campaign, Cell, cell_text
 from console.service.flags import format_value
+from console.tuning.campaign_start import remaining_s
 from console.tuning.sweep import SweepEvent, SweepProgress
 
 OUTCOME_STYLE = {
@@ -31,7 +32,7 @@ def show_plan(campaign: Campaign, per_cell: float) -> None:
     axes = "  ".join(
         f"{k}={','.join(format_value(x) for x in v)}" for k, v in campaign.grid.items()
     )
-    minutes = (len(left) * per_cell + campaign.measure_s) / 60
+    minutes = remaining_s(campaign, per_cell) / 60
     out.print(
         f"{campaign.host}: campaign {campaign.id}: {escape(axes)}: {len(campaign.cells)} cells"
         + (f" ({len(left)} left)" if len(left) != len(campaign.cells) else ""),
@@ -108,33 +109,15 @@ def show_results(campaign: Campaign) -> None:
     columns += ["bench tok/s"] if benched else []
     for column in [*columns, "why"]:
         table.add_column(column, overflow="fold")
-    rows = [("base", campaign.baseline)] if campaign.baseline else []
-    rows += [(str(n), c) for n, c in enumerate(campaign.cells, start=1)]
-    for label, cell in rows:
-        assert cell is not None
+    for label, cell in campaigns.table_rows(campaign):
+        figures = campaigns.cell_figures(campaign, cell)
         style = OUTCOME_STYLE.get(cell.outcome, "")
-        accept = "-"
-        if cell.accept_len is not None:
-            accept = f"{cell.accept_len:.2f} ±{cell.accept_len_sd or 0:.2f}"
-        tps = "-" if cell.tok_s is None else f"{cell.tok_s:.0f} ±{cell.tok_s_sd or 0:.0f}"
-        why = cell.signature or ("" if cell.outcome == "measured" else cell.reason)
-        shown = {k: v for k, v in cell.values.items() if k in campaign.grid}
-        bench = []
-        if benched:
-            number = "-"
-            if cell.bench_tok_s is not None:
-                number = f"{cell.bench_tok_s:.0f} {campaign.speedup_text(cell, bench=True)}"
-            bench = [number]
-            why = why or cell.bench_detail if cell.bench_tok_s is None else why
         table.add_row(
             label,
-            cell_text(shown),
+            escape(figures["flags"]),
             f"[{style}]{cell.outcome}[/{style}]" if style else cell.outcome,
-            accept,
-            tps,
-            campaign.speedup_text(cell),
-            *bench,
-            escape(why[:80]),
+            *[figures[c] for c in columns[3:]],
+            escape(figures["why"]),
         )
     out.print(table)
     best = campaign.best()

@@ -13,11 +13,10 @@ import time
 from console.hosts.profiles import FlagValue, Profile
 from console.ledger import campaigns
 from console.ledger.campaigns import Campaign, CampaignError
-from console.service.status import read_status
 from console.transport.ssh import HostSession
-from console.tuning import bench_step, history
+from console.tuning import bench_step
 from console.tuning import campaign as grids
-from console.tuning.sweep import new_campaign
+from console.tuning.campaign_start import CampaignOptions, new_on_host, ready_to_run
 
 
 def parse_grid(profile: Profile, args: argparse.Namespace) -> dict[str, list[FlagValue]]:
@@ -31,19 +30,11 @@ async def prepare_campaign(
 ) -> tuple[Campaign, float]:
     """The campaign to run on the host (new, or `--resume ID`) once its lock is known free,
     and one cell's estimated seconds there."""
-    profile = session.profile
-    unit = profile.service.unit
-    existing = await campaigns.load_all(session, unit)
     if args.resume is not None:
-        campaign = await campaigns.load(session, unit, args.resume)
+        campaign = await campaigns.load(session, session.profile.service.unit, args.resume)
         _may_resume(campaign, time.time())
     else:
-        status = await read_status(session)
-        start = {k: v for k, v in status.flags.items() if k not in profile.secret_names}
-        campaign = new_campaign(
-            session,
-            grid,
-            start,
+        options = CampaignOptions(
             soak_s=args.soak,
             measure_s=args.measure,
             keep=args.keep,
@@ -51,16 +42,8 @@ async def prepare_campaign(
             bench=args.bench_argv,
             bench_timeout_s=args.bench_timeout,
         )
-    held = campaigns.holder(existing, time.time(), mine=campaign.id)
-    if held is not None:
-        raise CampaignError(
-            f"campaign {held.id} of {held.owner or '?'} owns this host (running, its record "
-            f"rewritten {time.time() - held.updated_at:.0f}s ago); it counts as abandoned "
-            f"{campaigns.STALE_LOCK_S:.0f}s after its last write"
-        )
-    entries = await history.load(session, unit)
-    soak_s = profile.service.soak_s if campaign.soak_s is None else campaign.soak_s
-    return campaign, grids.cell_seconds(entries, soak_s, campaign.measure_s)
+        campaign = await new_on_host(session, grid, options)
+    return campaign, await ready_to_run(session, campaign)
 
 
 def _may_resume(campaign: Campaign, now: float) -> None:

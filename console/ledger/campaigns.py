@@ -155,6 +155,35 @@ class Campaign:
         return self.state == "running" and now - self.updated_at > STALE_LOCK_S
 
 
+def table_rows(campaign: Campaign) -> list[tuple[str, Cell]]:
+    """The rows of a results table: `base` (when measured), then each cell numbered from 1."""
+    rows = [("base", campaign.baseline)] if campaign.baseline else []
+    return rows + [(str(n), c) for n, c in enumerate(campaign.cells, start=1)]
+
+
+def cell_figures(campaign: Campaign, cell: Cell) -> dict[str, str]:
+    """What a results table shows of a cell, as text: the flags of the grid, accept len and
+    tok/s with their spread, the speedup over the baseline, and why it did not count."""
+    accept = "-"
+    if cell.accept_len is not None:
+        accept = f"{cell.accept_len:.2f} ±{cell.accept_len_sd or 0:.2f}"
+    tps = "-" if cell.tok_s is None else f"{cell.tok_s:.0f} ±{cell.tok_s_sd or 0:.0f}"
+    bench = "-"
+    if cell.bench_tok_s is not None:
+        bench = f"{cell.bench_tok_s:.0f} {campaign.speedup_text(cell, bench=True)}"
+    why = cell.signature or ("" if cell.outcome in ("measured", "pending") else cell.reason)
+    if campaign.bench and cell.bench_tok_s is None and cell.outcome != "pending":
+        why = why or cell.bench_detail
+    return {
+        "flags": cell_text({k: v for k, v in cell.values.items() if k in campaign.grid}),
+        "accept len": accept,
+        "tok/s": tps,
+        "speedup": campaign.speedup_text(cell),
+        "bench tok/s": bench,
+        "why": why[:80],
+    }
+
+
 def new_id(now: float | None = None) -> str:
     stamp = datetime.fromtimestamp(now or time.time(), UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"{stamp}-{secrets.token_hex(3)}"
