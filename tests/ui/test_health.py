@@ -45,7 +45,8 @@ async def test_a_503_shows_in_the_health_column_and_recovers(tmp_path: Path) -> 
             sick.unit.server.unhealthy = True
             await until(pilot, lambda: table.rows_by_name["pro6000"].health == "503")
             assert " 503 " in row_text(table, "pro6000")
-            assert "active/running" in row_text(table, "pro6000")  # systemd alone says fine
+            # systemd alone says fine (its status poll may come a moment after /health's)
+            await until(pilot, lambda: "active/running" in row_text(table, "pro6000"))
             assert cell(table, "b300", "health") == "ok"
             sick.unit.server.unhealthy = False
             await until(pilot, lambda: table.rows_by_name["pro6000"].health == "ok")

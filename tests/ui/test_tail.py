@@ -41,7 +41,7 @@ async def test_the_snapshot_panel_and_the_prompt_leave_the_tail_running(sim: Sim
         assert not view.paused and "paused" not in str(view.border_subtitle)
         shown = len(view.lines)
         await until(pilot, lambda: len(view.lines) > shown + 3)
-        assert view.is_vertical_scroll_end  # the newest line is on screen
+        await until(pilot, lambda: view.is_vertical_scroll_end)  # the newest line on screen
         await app.workers.wait_for_complete()
         await pilot.press("escape", "slash")  # the search prompt takes a row too
         assert app.query_one("#search", PromptInput).has_focus
