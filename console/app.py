@@ -32,6 +32,7 @@ from console.local.settings import Settings
 from console.tuning.left_on import LeftOnWatch
 from console.tuning.probation import ProbationGuard
 from console.ui.alerts import ALERTS_KEPT, Alerts
+from console.ui.campaign_actions import CampaignActions
 from console.ui.engine import EngineThread
 from console.ui.engine_bridge import FLUSH_INTERVAL_S, EngineBridge
 from console.ui.evidence_actions import EvidenceActions
@@ -39,7 +40,6 @@ from console.ui.fleet_table import FleetTable
 from console.ui.help_palette import HelpPalette
 from console.ui.journal_keys import JournalKeys
 from console.ui.monitoring import METRICS_INTERVAL_S, STATS_INTERVAL_S
-from console.ui.rollout_actions import RolloutActions
 from console.watch.journal import LineFilter
 from widgets.accept_chart import MAX_ROWS as CHART_ROWS
 from widgets.accept_chart import AcceptChart
@@ -65,7 +65,7 @@ class SpecopsApp(
     JournalKeys,
     Alerts,
     EvidenceActions,
-    RolloutActions,
+    CampaignActions,
     HelpPalette,
 ):
     CSS_PATH = "app.tcss"
@@ -76,6 +76,7 @@ class SpecopsApp(
         Binding("f", "edit_flags", "Flags", id="flags-edit"),
         Binding("h", "show_history", "History", id="history-view", show=False),
         Binding("R", "rollback", "Roll back", id="rollback", show=False),
+        Binding("C", "campaign", "Campaign", id="campaign", show=False),
         # priority: otherwise the screen's focus-next takes tab before the app sees it.
         Binding("tab", "next_host", "Next host", id="next-host", show=False, priority=True),
         Binding("s", "snapshot_host", "Snapshot", id="snapshot-host"),
@@ -119,6 +120,8 @@ class SpecopsApp(
         self.read_only = read_only or self.settings.read_only
         self._quit_asked = 0.0
         self._rollout_screens = {}
+        self._sweeps = {}
+        self._campaign_screens = {}
         self.host_names = list(fleet.profiles)
         self._buffer_lines = self.settings.journal_lines
         self._stats_wanted: bool | None = None

@@ -7,6 +7,10 @@
 - `audit_view.py`: `L`: the remote actions specops took (the audit log), newest last;
 - `bench_view.py`: `b`: the bench results in the selected host's package, as `specops bench`
   shows them;
+- `campaign_setup.py`: `C`: a campaign's grid, windows and end state, checked, then its plan
+  to confirm;
+- `campaign_view.py`: a campaign as it runs: the grid filling in, progress and time left, the
+  current cell's phase, `x` to stop after it;
 - `commands.py`: the command palette's entries: every bound action, namespaced, plus one per
   host;
 - `compare_view.py`: `c`: the selected host's configurations side by side, from its experiment

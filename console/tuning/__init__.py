@@ -5,6 +5,8 @@
 - `campaign.py`: a tuning campaign's grid, which cells a crash makes pointless, the estimate;
 - `sweep.py`: running a campaign: the baseline, each cell a change then a measurement
   window, the host back to its end state;
+- `campaign_start.py`: a new campaign made from what the host runs, its host checked free of
+  another console's campaign, and one cell's estimated time (for the CLI and the TUI);
 - `bench_step.py`: a campaign's `--bench CMD`, run on the host after each window and read
   back through the bench reader;
 - `group.py`: one change to many hosts: a canary, then waves, stopping at the first failure;

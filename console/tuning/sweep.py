@@ -101,6 +101,12 @@ class Sweep:
         self.profile = session.profile
         self.unit = self.profile.service.unit
 
+    def stop(self) -> None:
+        """The operator's stop: finish the current cell, then put the host back on the
+        configuration it started on (not on the fastest cell, even with `keep` best)."""
+        self.stop_after_cell = True
+        self.campaign.keep = "original"
+
     # --- reporting ---------------------------------------------------------------------
 
     def _progress(self, index: int | None, cell: Cell, phase: str) -> None:

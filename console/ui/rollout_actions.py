@@ -32,6 +32,7 @@ from console.tuning.probation import (
 )
 from console.tuning.rollback import prepare_rollback
 from console.ui.shell import NOTIFY_TIMEOUT_S, Shell
+from widgets.campaign_view import campaign_group
 from widgets.flag_editor import FlagEditorScreen
 from widgets.history_view import HistoryScreen
 from widgets.host_table import HostTable
@@ -109,7 +110,8 @@ class RolloutActions(Shell):
         """A change of this console runs on `name` (its own, or a probation rollback)."""
         if name in self.probation.rolling:
             return True
-        return any(w.group == rollout_group(name) and not w.is_finished for w in self.workers)
+        mine = (rollout_group(name), campaign_group(name))  # a campaign's cells are changes
+        return any(w.group in mine and not w.is_finished for w in self.workers)
 
     def _flags_confirmed(self, plan: Plan | None, action: ChangeAction = ChangeAction.SET) -> None:
         if plan is None:
