@@ -64,11 +64,7 @@ class CampaignActions(RolloutActions):
         return any(w.group == campaign_group(name) and not w.is_finished for w in self.workers)
 
     def _campaign_refused(self, name: str) -> str | None:
-        if self.read_only:
-            return "read-only: campaigns are disabled"
-        if self._changing(name):
-            return f"{name}: a flag change is already running"
-        return None
+        return self._rollback_refused(name, "campaigns")
 
     def _campaign_confirmed(self, prepared: tuple[Campaign, float] | None) -> None:
         if prepared is None:

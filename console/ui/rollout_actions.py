@@ -126,9 +126,10 @@ class RolloutActions(Shell):
 
     # --- history and rollback (the same diff, confirm and rollout as a flag change) -------
 
-    def _rollback_refused(self, name: str) -> str | None:
+    def _rollback_refused(self, name: str, what: str = "rollbacks") -> str | None:
+        """Why `name` may not start a change now (`what`: "rollbacks", "campaigns"), or None."""
         if self.read_only:
-            return "read-only: rollbacks are disabled"
+            return f"read-only: {what} are disabled"
         if self._changing(name):
             return f"{name}: a flag change is already running"
         return None
