@@ -28,12 +28,12 @@ import asyncssh
 
 from console.hosts.events import JournalEntry, SnapshotProgress, SnapshotStage
 from console.hosts.profiles import FlagValue
-from console.ledger.campaigns import CAMPAIGNS_DIR, campaign_path
+from console.ledger.campaigns import CAMPAIGNS_DIR, campaign_path, campaigns_dir
 from console.ledger.campaigns import load_all as load_campaigns
 from console.ledger.campaigns import text_of as campaign_text
 from console.ledger.ledger import EXPERIMENTS_DIR, load_from_host, text_of
 from console.local.redaction import REDACTED, is_secret_name, redact_text
-from console.package.bench_globs import Bench, bench_files
+from console.package.bench_globs import Bench, bench_files, host_glob
 from console.package.digests import HostDigests
 from console.package.excerpt import Excerpt, build_excerpt
 from console.package.layout import (
@@ -289,6 +289,7 @@ class _HostRun:
                 unit_ref,
             )
             await self._fetch_bench(sftp, bench)
+            await self._fetch_campaign_bench(sftp)
         await self._mirror_experiments()
         await self._mirror_campaigns()
 
@@ -362,10 +363,33 @@ class _HostRun:
             placement = await self._write(directory, f"{campaign.id}.json", campaign_text(campaign))
             self._add(placement, path, refetch_command(self.profile, remote.read_file(path)))
 
-    async def _fetch_bench(self, sftp: asyncssh.SFTPClient, bench: Sequence[Bench]) -> None:
+    async def _fetch_campaign_bench(self, sftp: asyncssh.SFTPClient) -> None:
+        """Each campaign's `--bench` results (`campaigns/ID-bench/` on the host) into
+        `campaigns/HOST/ID-bench/`, beside the record that names them; the same checks as
+        any bench file (links out of the directory, the size cap)."""
+        root = campaigns_dir(self.profile.service.unit)
+        try:
+            found = await host_glob(sftp, posixpath.join(root, "*-bench"))
+        except asyncssh.SFTPError:
+            return  # no campaign ran a benchmark here (or none ran at all)
+        for raw in found:
+            directory = raw.decode("utf-8", "surrogateescape")
+            artifacts = self.profile.artifacts.model_copy(
+                update={"bench": (posixpath.join(directory, "*"),)}
+            )
+            files = await bench_files(self.session, sftp, artifacts, self.result)
+            self.tracker.files_total += len(files)
+            self.tracker.bytes_total += sum(b.size for b in files)
+            place = self.job.package / CAMPAIGNS_DIR / self.profile.name
+            await self._fetch_bench(sftp, files, place / posixpath.basename(directory))
+
+    async def _fetch_bench(
+        self, sftp: asyncssh.SFTPClient, bench: Sequence[Bench], directory: Path | None = None
+    ) -> None:
+        """The bench files into `directory` (default `bench/results_HOST/`)."""
         if not bench:
             return
-        directory = self.job.package / "bench" / f"results_{self.profile.name}"
+        directory = directory or self.job.package / "bench" / f"results_{self.profile.name}"
         # The host hashes the files (in this order) while several at a time download.
         async with HostDigests(self.session, [(b.source, b.size) for b in bench]) as digests:
             await run_bounded(

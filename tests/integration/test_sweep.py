@@ -114,7 +114,7 @@ BENCH = (
 
 
 async def test_bench_runs_after_each_window_and_its_tok_s_is_read_back(
-    sim: SimFleet, capsys: pytest.CaptureFixture[str]
+    sim: SimFleet, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """`--bench CMD`: the operator's benchmark on the host after each window, its result
     file (SGLang 0.5.23's bench_serving record) read back into the cell: budget 16 without
@@ -130,6 +130,15 @@ async def test_bench_runs_after_each_window_and_its_tok_s_is_read_back(
     written = json.loads(on_host.read_text())
     assert written["max_concurrency"] == 4 and written["output_throughput"] == cell["bench_tok_s"]
     assert cell["bench_file"].endswith(f"/campaigns/{record['campaign']}-bench/cell-01.jsonl")
+    # A snapshot keeps each cell's result beside the campaign's record, verified.
+    package = tmp_path / "pkg"
+    argv = ["snapshot", "b300", "--package", str(package), "--profiles", str(sim.profiles_dir)]
+    assert await cmd_snapshot(parse_args(argv)) == 0
+    kept = package / "campaigns" / "b300" / f"{record['campaign']}-bench"
+    assert sorted(p.name for p in kept.iterdir()) == ["baseline.jsonl", "cell-01.jsonl"]
+    assert (kept / "cell-01.jsonl").read_bytes() == on_host.read_bytes()
+    manifest = (package / "MANIFEST.sha256").read_text()
+    assert f"campaigns/b300/{record['campaign']}-bench/cell-01.jsonl" in manifest
 
 
 async def test_a_bench_command_that_fails_is_the_cells_note_not_the_campaigns_end(
