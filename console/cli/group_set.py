@@ -4,13 +4,13 @@ configuration, or `--to N` / `--original`).
 
 Everything is refused before any host is touched: a bad value (exit 2), an unreachable host
 (exit 3), a flag a host's build does not know (exit 2, naming the host), hosts on different
-SGLang releases unless `--mixed`. Then every host's diff is shown (hosts with the same diff
-together), the waves, and one confirmation. Each wave runs the one path of every change on its
-hosts at once (console/tuning/group.py); the first host that does not end healthy stops the
-rollout. The summary names the hosts on the new setting, those rolled back (with signature and
-stage) and those never touched; `--json` prints one object per host, then the rollout's.
-Exit 0 when every host ended on the new setting, 1 when the rollout stopped, 3 when a link
-was lost.
+SGLang releases or GPUs (nvidia-smi's names and counts) unless `--mixed`. Then every host's
+diff is shown (hosts with the same diff together), the waves, and one confirmation. Each
+wave runs the one path of every change on its hosts at once (console/tuning/group.py); the
+first host that does not end healthy stops the rollout. The summary names the hosts on the
+new setting, those rolled back (with signature and stage) and those never touched; `--json`
+prints one object per host, then the rollout's. Exit 0 when every host ended on the new
+setting, 1 when the rollout stopped, 3 when a link was lost.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from console.cli.outcome import report
 from console.hosts.events import ChangeAction, RolloutEvent, RolloutOutcome, RolloutProgress
 from console.hosts.profiles import Profile, select
 from console.service.execline import FlagError
+from console.service.gpu_model import read_gpu_model, unlike
 from console.transport.ssh import HostSession, RemoteError
 from console.tuning import group
 from console.tuning.history import HistoryError
@@ -91,7 +92,9 @@ def add_group_arguments(parser: argparse.ArgumentParser) -> None:
         help="with several hosts: how many change at once after the canary (default 25%%)",
     )
     parser.add_argument(
-        "--mixed", action="store_true", help="with several hosts: allow different SGLang releases"
+        "--mixed",
+        action="store_true",
+        help="with several hosts: allow different SGLang releases and GPU models",
     )
     parser.add_argument(
         "--all-or-nothing",
@@ -184,6 +187,11 @@ async def _run(
     if len(set(releases.values())) > 1 and not args.mixed:
         listed = ", ".join(f"{h} {r}" for h, r in releases.items())
         err.print(f"specops: hosts on different SGLang releases ({listed}); --mixed to go on")
+        return EXIT_USAGE
+    found = await asyncio.gather(*(read_gpu_model(sessions[p.host]) for p in plans))
+    models = {p.host: model for p, model in zip(plans, found, strict=True)}
+    if (gpus := unlike(models)) is not None and not args.mixed:
+        err.print(f"specops: hosts with different GPUs ({gpus}); --mixed to go on")
         return EXIT_USAGE
     todo = [p for p in plans if p.changed]
     for plan in plans:

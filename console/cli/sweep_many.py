@@ -2,7 +2,8 @@
 
 Without `--split` every host runs the whole grid (its own campaign, baseline and lock), all
 at once; cells measured on different hosts are never put in one table. With `--split` the
-hosts must run one SGLang release (else exit 2, naming them) and the cells are dealt out
+hosts must run one SGLang release and have the same GPUs (else exit 2, naming them; a host
+without nvidia-smi is noted, not refused) and the cells are dealt out
 among them (host i takes cells i, i+n, …): n hosts take about 1/n of the time. A crash on
 any of them prunes, for all, the cells only further along the flag that crashed. Each host
 still measures its own baseline, and its speedups are against it. Everything is refused
@@ -38,6 +39,7 @@ from console.cli.sweep_start import parse_grid, prepare_campaign
 from console.hosts.profiles import FlagValue, select
 from console.ledger.campaigns import Campaign, CampaignError
 from console.service.execline import FlagError
+from console.service.gpu_model import read_gpu_model, unlike
 from console.service.status import read_status
 from console.transport.ssh import Disconnected, HostSession, RemoteError
 from console.tuning import bench_step, history
@@ -93,6 +95,21 @@ async def _run(
                 "different builds are not one grid; without --split each host runs it all"
             )
             return EXIT_USAGE
+        models = dict(
+            zip(releases, await asyncio.gather(*map(read_gpu_model, sessions)), strict=True)
+        )
+        if (gpus := unlike(models)) is not None:
+            err.print(
+                f"specops: --split needs one GPU model ({gpus}): cells measured on different "
+                "hardware are not one grid; without --split each host runs it all"
+            )
+            return EXIT_USAGE
+        if unknown := [h for h, m in models.items() if m is None]:
+            err.print(
+                f"note: GPU model unknown on {', '.join(unknown)} (no nvidia-smi answered): "
+                "the split assumes the hosts' GPUs are alike",
+                style="dim",
+            )
     prepared = [await prepare_campaign(s, args, grids[s.name]) for s in sessions]
     found = [c for c, _ in prepared]
     if args.split:

@@ -10,6 +10,7 @@
   given release;
 - `release_flags.py`: a profile's flags as the host's SGLang release takes them;
 - `version.py`: which SGLang release a unit runs, asked of the unit's own interpreter;
+- `gpu_model.py`: which GPUs a host has (`8× NVIDIA H100 80GB HBM3`), asked of nvidia-smi;
 
 Who may import it: `ledger`, `package`, `tuning`, the fleet, the simulator, the CLI, the app
 and widgets. It imports `hosts` and `transport` (for `read_status`) only.

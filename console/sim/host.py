@@ -157,6 +157,9 @@ class SimHost:
         """Every command received, as sent (the audit of what the console ran)."""
         self.lacks: set[str] = set()
         """Programs this host does not have (say, openssl): the shell cannot find them."""
+        self.gpus: list[str] = []
+        """The GPUs `nvidia-smi` lists, by name, in index order; none (the default): the host
+        has no nvidia-smi, as a simulated host has no GPU."""
         self.sftp_sessions = 0
         """SFTP sessions opened so far (commands above do not show them)."""
         self.sftp_abort_after: int | None = None
@@ -543,6 +546,23 @@ async def _sglang_version(
     return 0
 
 
+async def _nvidia_smi(
+    host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]
+) -> int:
+    """The name query only (`--query-gpu=name --format=csv,noheader`), answered as the
+    reference H100's driver 580 does: one name a line. Other fields are refused as the real
+    tool refuses a field it does not know."""
+    if not host.gpus:
+        process.stderr.write("sh: 1: nvidia-smi: not found\n")
+        return 127
+    query = next((a.partition("=")[2] for a in argv if a.startswith("--query-gpu=")), "")
+    if query not in ("name", "gpu_name"):
+        process.stdout.write(f'Field "{query}" is not a valid field to query.\n\n')
+        return 2
+    process.stdout.write("".join(f"{name}\n" for name in host.gpus))
+    return 0
+
+
 async def _emit(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]) -> int:
     """Benchmark load (console.sim.load): starts emitting and returns at once."""
     try:
@@ -569,5 +589,6 @@ COMMANDS: dict[str, Handler] = {
     "mv": _mv,
     "rm": _rm,
     "mkdir": _mkdir,
+    "nvidia-smi": _nvidia_smi,
     "sh": sh,
 }

@@ -267,6 +267,11 @@ def sglang_version(interpreter: str) -> Command:
     return Command((_interpreter(interpreter), "-c", SGLANG_VERSION_CODE))
 
 
+def gpu_names() -> Command:
+    """`nvidia-smi --query-gpu=name --format=csv,noheader`: one GPU's name a line."""
+    return Command(("nvidia-smi", "--query-gpu=name", "--format=csv,noheader"))
+
+
 # --- the operator's own benchmark command ----------------------------------------------
 
 

@@ -143,6 +143,23 @@ async def test_set_over_hosts_on_different_releases_is_refused_before_anything_c
         await asyncio.wait_for(sim.stop(), 10)
 
 
+async def test_set_over_hosts_with_different_gpus_is_refused_unless_mixed(
+    fleet: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    names = [p.name for p in load_fleet(fleet.profiles_dir)][:2]
+    fleet.hosts[names[0]].gpus = ["NVIDIA H100 80GB HBM3"] * 8
+    fleet.hosts[names[1]].gpus = ["NVIDIA H100 80GB HBM3"] * 4
+    argv = ["set", *names, "budget=4", "--yes", "--profiles", str(fleet.profiles_dir)]
+    assert await cli_set.cmd_set(parse_args(argv)) == 2
+    said = capsys.readouterr().err
+    assert "hosts with different GPUs" in said and "4× NVIDIA H100 80GB HBM3" in said
+    for name in names:
+        assert not any(c.startswith(CHANGING) for c in fleet.hosts[name].commands)
+    # --mixed goes on past the refusal (a dry run: the plan, nothing changed).
+    assert await cli_set.cmd_set(parse_args([*argv, "--mixed", "--dry-run"])) == 0
+    assert "different GPUs" not in capsys.readouterr().err
+
+
 async def test_set_over_a_group_changes_its_hosts_and_no_other(
     fleet: SimFleet, capsys: pytest.CaptureFixture[str]
 ) -> None:

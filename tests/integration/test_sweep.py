@@ -272,6 +272,26 @@ async def test_split_deals_the_grid_out_among_hosts_and_a_crash_prunes_for_all(
         )
         assert json.loads(host_record.read_text())["split"] == names
     assert f"{names[1]}: cell 1/2" in said.err  # lines name their host
+    # Simulated hosts have no nvidia-smi: said, not refused.
+    assert f"GPU model unknown on {names[0]}, {names[1]}" in said.err
+
+
+async def test_split_over_different_gpus_is_refused_before_anything_changes(
+    sim: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same release on both, but eight H100s against four (names as the reference H100's
+    nvidia-smi prints them): one grid would compare different machines."""
+    names = list(sim.hosts)
+    sim.hosts[names[0]].gpus = ["NVIDIA H100 80GB HBM3"] * 8
+    sim.hosts[names[1]].gpus = ["NVIDIA H100 80GB HBM3"] * 4
+    argv = ["sweep", *names, "budget=4,6", "--split", *QUICK]
+    capsys.readouterr()
+    assert await cli_sweep.cmd_sweep(parse_args([*argv, "--profiles", str(sim.profiles_dir)])) == 2
+    said = capsys.readouterr().err
+    assert "--split needs one GPU model" in said
+    assert f"{names[0]} 8× NVIDIA H100 80GB HBM3, {names[1]} 4× NVIDIA H100 80GB HBM3" in said
+    for host in sim.hosts.values():
+        assert not any(c.startswith(("tee ", "mv ", "systemctl restart")) for c in host.commands)
 
 
 async def test_split_over_different_releases_is_refused_before_anything_changes(
