@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from console.cli import parse_args, sweep_output
+from console.cli import set as cli_set
 from console.cli import sweep as cli_sweep
 from console.cli.snapshot import cmd_snapshot
 from console.findings.report import build_report
@@ -209,6 +210,70 @@ async def test_a_campaign_whose_console_died_is_resumed_from_its_next_cell(
     assert [c["outcome"] for c in record["cells"]] == ["measured", "measured"]
     assert record["cells"][0]["tok_s"] == 1650.0  # the cell done before is not run again
     assert [e.get("action") for e in host_history(sim)[1:]] == ["sweep-cell", "sweep-end"]
+    assert (await flags_now(sim))["budget"] == 8
+
+
+def killed_campaign(sim: SimFleet, phase: str) -> Campaign:
+    """The record a console SIGKILLed in `phase` leaves on the host (budget 4, 6 from 8)."""
+    base = Cell({"budget": 8}, outcome="baseline", tok_s=1600.0)
+    four = Cell({"budget": 4}, outcome="measured", tok_s=1650.0)
+    six = Cell({"budget": 6}, outcome="measured", tok_s=1700.0)
+    shapes = {
+        "baseline": (None, None, [Cell({"budget": 4}), Cell({"budget": 6})]),
+        "cell changed": (base, 1, [four, Cell({"budget": 6})]),
+        "measuring": (base, 1, [four, Cell({"budget": 6})]),
+        "ending": (base, None, [four, six]),
+    }
+    baseline, current, cells = shapes[phase]
+    left = Campaign(
+        id=campaigns.new_id(), host="b300", unit=UNIT, grid={"budget": [4, 6]},
+        start={"budget": 8}, soak_s=1.0, measure_s=1.0, owner="op@elsewhere",
+        current=current, baseline=baseline, cells=cells,
+        updated_at=time.time() - campaigns.STALE_LOCK_S - 1,  # its console is long gone
+    )  # fmt: skip
+    path = sim.hosts["b300"].local(campaigns.campaign_path(UNIT, left.id))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(left.record()))
+    return left
+
+
+@pytest.mark.parametrize(
+    ("phase", "on_host", "actions", "outcomes"),
+    [
+        # Killed while measuring the baseline: it is measured again, then every cell runs.
+        ("baseline", None, ["sweep-cell", "sweep-cell", "sweep-end"], ["measured", "measured"]),
+        # Killed after the third cell's flags reached the host, before they were verified:
+        # back to the start first, then the cell as any other.
+        ("cell changed", 6, ["sweep-end", "sweep-cell", "sweep-end"], ["measured", "measured"]),
+        # Killed in the window of a kept cell: the same (the cell's numbers were never saved).
+        ("measuring", 6, ["sweep-end", "sweep-cell", "sweep-end"], ["measured", "measured"]),
+        # Killed on the way back to the start, every cell done: only the way back is left.
+        ("ending", 6, ["sweep-end"], ["measured", "measured"]),
+    ],
+)
+async def test_a_campaign_killed_in_any_phase_is_resumed_and_ends_where_it_began(
+    sim: SimFleet,
+    capsys: pytest.CaptureFixture[str],
+    phase: str,
+    on_host: int | None,
+    actions: list[str],
+    outcomes: list[str],
+) -> None:
+    if on_host is not None:  # the host as the killed console left it
+        args = parse_args(["set", "b300", f"budget={on_host}", "--yes", "--soak", "1"])
+        args.profiles = str(sim.profiles_dir)
+        assert await cli_set.cmd_set(args) == 0
+    history = sim.hosts["b300"].local(f"/var/lib/specops/{UNIT}/history.json")
+    before = len(host_history(sim)) if history.exists() else 0
+    left = killed_campaign(sim, phase)
+    code, record = await sweep(sim, capsys, "--resume", left.id, "--yes", "--json")
+    assert code == 0 and record["state"] == "finished", capsys.readouterr().err
+    assert [c["outcome"] for c in record["cells"]] == outcomes
+    assert record["baseline"]["tok_s"]
+    if phase == "ending":  # cells done before are not run again
+        assert [c["tok_s"] for c in record["cells"]] == [1650.0, 1700.0]
+    after = [e for e in host_history(sim)[before:] if e["outcome"] != "original"]
+    assert [e.get("action") for e in after] == actions
     assert (await flags_now(sim))["budget"] == 8
 
 
