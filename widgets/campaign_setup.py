@@ -30,6 +30,7 @@ from console.transport.ssh import RemoteError
 from console.tuning import campaign as grids
 from console.tuning.campaign_start import CampaignOptions, remaining_s
 from console.tuning.history import HistoryError
+from widgets.ordered_input import OrderedInput
 
 CampaignPlanner = Callable[
     [dict[str, list[FlagValue]], CampaignOptions], Awaitable[tuple[Campaign, float]]
@@ -107,11 +108,12 @@ class CampaignSetupScreen(ModalScreen["Prepared | None"]):
                 f"[b]campaign · {escape(self.profile.name)}[/b] · {self.profile.service.unit}"
             )
             yield Static(Text(f"flags: {flags}"), classes="hint")
-            yield Input(placeholder="grid: budget=4,8,16 cuda_graph=true,false", id="grid")
+            yield OrderedInput(placeholder="grid: budget=4,8,16 cuda_graph=true,false", id="grid")
             with Horizontal():
                 soak = format_value(self.profile.service.soak_s)
-                yield Input(placeholder=f"soak s (empty: the profile's {soak})", id="soak")
-                yield Input(value=f"{DEFAULT_MEASURE_S:g}", placeholder="measure s", id="measure")
+                yield OrderedInput(placeholder=f"soak s (empty: {soak})", id="soak")
+                measure = f"{DEFAULT_MEASURE_S:g}"
+                yield OrderedInput(value=measure, placeholder="measure s", id="measure")
             yield Checkbox("end on the fastest cell (not where it started)", id="keep-best")
             yield Static("", id="campaign-error")
             with VerticalScroll(id="campaign-plan"):

@@ -25,6 +25,7 @@ from console.service.execline import FlagError
 from console.service.flags import format_value, validate_value
 from console.transport.ssh import RemoteError
 from console.tuning.plan import Plan
+from widgets.ordered_input import OrderedInput
 from widgets.table_keys import CURSOR_BINDINGS, move_cursor
 
 Planner = Callable[[dict[str, FlagValue]], Awaitable[Plan]]
@@ -103,7 +104,7 @@ class FlagEditorScreen(ModalScreen["Plan | None"]):
             )
             table: DataTable[str] = DataTable(cursor_type="row", zebra_stripes=True, id="flags")
             yield table
-            yield Input(id="flag-input")
+            yield OrderedInput(id="flag-input")
             yield Static("", id="flag-error")
             with VerticalScroll(id="flag-diff"):
                 yield Static("", id="flag-diff-text")

@@ -33,10 +33,11 @@ from textual.geometry import Size
 from textual.reactive import Reactive
 from textual.selection import Selection
 from textual.strip import Strip
-from textual.widgets import Input, Log
+from textual.widgets import Log
 
 from console.hosts.events import JournalEntry
 from console.watch.journal import LineFilter
+from widgets.ordered_input import OrderedInput
 
 MAX_LINE = 2000
 """Characters shown of one line (the rest is cut with an ellipsis)."""
@@ -122,7 +123,7 @@ class _MatchHighlighter(Highlighter):
         text.highlight_words([self.term], self.style, case_sensitive=self.case_sensitive)
 
 
-class PromptInput(Input):
+class PromptInput(OrderedInput):
     """A one-line prompt under the journal (filter, search); `escape` puts it away."""
 
     BINDINGS = [Binding("escape", "close", "Close", id="prompt-close", show=False)]

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual import events
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Input, Static
 
 from console.app import SpecopsApp
 from console.fleet.fleet import Fleet
@@ -82,6 +83,24 @@ async def test_bad_input_is_named_and_nothing_reaches_the_host(fleet: SimFleet) 
         await until(pilot, lambda: not isinstance(app.screen, CampaignSetupScreen))
         assert campaign_records(fleet) == []  # nothing was written on the host
         await pilot.press("q")
+
+
+async def test_keys_typed_in_one_burst_edit_the_fields_in_order(fleet: SimFleet) -> None:
+    """As tmux delivers `C-a C-k budget=4,16 BSpace 8 Tab 2 Tab C-u 4` from one send-keys:
+    the line keys (home, delete to the end, delete to the start, backspace) apply in turn
+    with the characters, not after them."""
+    app = SpecopsApp(Fleet(load_fleet(fleet.profiles_dir)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        setup = await open_setup(app, pilot)
+        await pilot.press(*"typo")
+        keys = [("ctrl+a", None), ("ctrl+k", None), *[(c, c) for c in "budget=4,16"]]
+        keys += [("backspace", None), ("8", "8"), ("tab", "\t"), ("2", "2"), ("tab", "\t")]
+        keys += [("ctrl+u", None), ("4", "4")]
+        for key, char in keys:
+            app.post_message(events.Key(key, char))
+        fields = [setup.query_one(f"#{n}", Input) for n in ("grid", "soak", "measure")]
+        await until(pilot, lambda: [f.value for f in fields] == ["budget=4,18", "2", "4"])
+        await pilot.press("escape", "q")
 
 
 async def test_a_campaign_fills_its_grid_and_ends_where_it_started(fleet: SimFleet) -> None:
