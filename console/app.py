@@ -76,7 +76,9 @@ class SpecopsApp(
         Binding("f", "edit_flags", "Flags", id="flags-edit"),
         Binding("h", "show_history", "History", id="history-view", show=False),
         Binding("R", "rollback", "Roll back", id="rollback", show=False),
-        Binding("C", "campaign", "Campaign", id="campaign", show=False),
+        # priority: handled when it arrives, so the keys typed after it (one burst from tmux)
+        # reach the campaign form instead of the journal (a letter in a text field, though).
+        Binding("C", "campaign", "Campaign", id="campaign", show=False, priority=True),
         # priority: otherwise the screen's focus-next takes tab before the app sees it.
         Binding("tab", "next_host", "Next host", id="next-host", show=False, priority=True),
         Binding("s", "snapshot_host", "Snapshot", id="snapshot-host"),

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 
 from rich.markup import escape
 from rich.text import Text
-from textual import on, work
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -76,6 +76,15 @@ def plan_text(campaign: Campaign, per_cell: float) -> Text:
     return Text.from_markup("\n".join(lines))
 
 
+class FormField(OrderedInput):
+    """A field of the campaign form: enter hands the form over at once, in turn with the
+    keys (a Submitted message would be read after the keys that followed it)."""
+
+    async def action_submit(self) -> None:
+        if isinstance(self.screen, CampaignSetupScreen):
+            self.screen.submit()
+
+
 class CampaignSetupScreen(ModalScreen["Prepared | None"]):
     DEFAULT_CSS = """
     CampaignSetupScreen { align: center middle; }
@@ -108,12 +117,12 @@ class CampaignSetupScreen(ModalScreen["Prepared | None"]):
                 f"[b]campaign · {escape(self.profile.name)}[/b] · {self.profile.service.unit}"
             )
             yield Static(Text(f"flags: {flags}"), classes="hint")
-            yield OrderedInput(placeholder="grid: budget=4,8,16 cuda_graph=true,false", id="grid")
+            yield FormField(placeholder="grid: budget=4,8,16 cuda_graph=true,false", id="grid")
             with Horizontal():
                 soak = format_value(self.profile.service.soak_s)
-                yield OrderedInput(placeholder=f"soak s (empty: {soak})", id="soak")
+                yield FormField(placeholder=f"soak s (empty: {soak})", id="soak")
                 measure = f"{DEFAULT_MEASURE_S:g}"
-                yield OrderedInput(value=measure, placeholder="measure s", id="measure")
+                yield FormField(value=measure, placeholder="measure s", id="measure")
             yield Checkbox("end on the fastest cell (not where it started)", id="keep-best")
             yield Static("", id="campaign-error")
             with VerticalScroll(id="campaign-plan"):
@@ -121,7 +130,7 @@ class CampaignSetupScreen(ModalScreen["Prepared | None"]):
             yield Static(HINT_FORM, id="campaign-hint", classes="hint")
 
     def on_mount(self) -> None:
-        self.query_one("#grid", Input).focus()
+        self.set_focus(self.query_one("#grid", Input))  # now, not after the keys on their way
 
     def _error(self, message: str) -> None:
         self.query_one("#campaign-error", Static).update(Text(message))
@@ -154,27 +163,36 @@ class CampaignSetupScreen(ModalScreen["Prepared | None"]):
         keep = "best" if self.query_one("#keep-best", Checkbox).value else "original"
         return grid, CampaignOptions(soak_s=soak, measure_s=measure, keep=keep)
 
-    @on(Input.Submitted)
-    def _submitted(self) -> None:
+    def _texts(self) -> list[str]:
+        return [field.value for field in self.query(Input)]
+
+    def submit(self) -> None:
+        """Enter in a field: the form as it is now (keys after enter in the same burst are
+        not in it), checked, then planned."""
         if self.has_class("-review"):
             return
         try:
             grid, options = self._form()
         except FieldError as exc:
             self._error(str(exc))
-            self.query_one(f"#{exc.field}", Input).focus()  # where the mistake is
+            self.set_focus(self.query_one(f"#{exc.field}", Input))  # where the mistake is
             return
         self._error("")
         self._hint("reading what the host runs now and its history …")
-        self._make_plan(grid, options)
+        self._make_plan(grid, options, self._texts())
 
     @work(exclusive=True, group="campaign-plan", exit_on_error=False, description="plan")
-    async def _make_plan(self, grid: dict[str, list[FlagValue]], options: CampaignOptions) -> None:
+    async def _make_plan(
+        self, grid: dict[str, list[FlagValue]], options: CampaignOptions, texts: list[str]
+    ) -> None:
         try:
             prepared = await self._planner(grid, options)
         except (CampaignError, HistoryError, RemoteError) as exc:
             self._hint(HINT_FORM)
             self._error(str(exc))
+            return
+        if self._texts() != texts:  # edited again while the plan was being made
+            self._hint(HINT_FORM)
             return
         self.prepared = prepared
         self.query_one("#campaign-plan-text", Static).update(plan_text(*prepared))

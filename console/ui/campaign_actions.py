@@ -13,6 +13,8 @@ import logging
 import os
 
 from textual import on
+from textual.actions import SkipAction
+from textual.widgets import Input
 
 from console.hosts.events import RolloutEvent
 from console.hosts.profiles import FlagValue
@@ -35,9 +37,12 @@ class CampaignActions(RolloutActions):
     """The campaigns this console runs, by host (kept after they end, for their screen)."""
     _campaign_screens: dict[str, CampaignScreen]
 
-    def action_campaign(self) -> None:
+    async def action_campaign(self) -> None:
+        # A priority key (see app.py): on another screen or in a text field it is a letter.
+        if len(self.screen_stack) > 1 or isinstance(self.focused, Input):
+            raise SkipAction()
         name = self.selected_host
-        if name is None or len(self.screen_stack) > 1:
+        if name is None:
             return
         sweep = self._sweeps.get(name)
         if sweep is not None and self._campaign_running(name):
@@ -58,7 +63,11 @@ class CampaignActions(RolloutActions):
 
             return await self.on_hosts([name], prepare, "campaign")
 
-        self.push_screen(CampaignSetupScreen(session.profile, planner), self._campaign_confirmed)
+        # Awaited: keys typed right after `C` (one burst from tmux) reach the form, not the
+        # journal behind it.
+        await self.push_screen(
+            CampaignSetupScreen(session.profile, planner), self._campaign_confirmed
+        )
 
     def _campaign_running(self, name: str) -> bool:
         return any(w.group == campaign_group(name) and not w.is_finished for w in self.workers)

@@ -85,21 +85,25 @@ async def test_bad_input_is_named_and_nothing_reaches_the_host(fleet: SimFleet) 
         await pilot.press("q")
 
 
-async def test_keys_typed_in_one_burst_edit_the_fields_in_order(fleet: SimFleet) -> None:
-    """As tmux delivers `C-a C-k budget=4,16 BSpace 8 Tab 2 Tab C-u 4` from one send-keys:
-    the line keys (home, delete to the end, delete to the start, backspace) apply in turn
-    with the characters, not after them."""
+async def test_keys_typed_in_one_burst_reach_the_form_in_order(fleet: SimFleet) -> None:
+    """As tmux delivers `C typo Enter C-a C-k budget=4,16 BSpace 8 Tab 2 Tab C-u 4` from one
+    send-keys: the keys after `C` reach the form it opens (not the journal behind it), and
+    the line keys (home, delete to the end or the start, backspace) apply in turn with the
+    characters, not after them."""
     app = SpecopsApp(Fleet(load_fleet(fleet.profiles_dir)))
     async with app.run_test(size=(80, 24)) as pilot:
-        setup = await open_setup(app, pilot)
-        await pilot.press(*"typo")
-        keys = [("ctrl+a", None), ("ctrl+k", None), *[(c, c) for c in "budget=4,16"]]
-        keys += [("backspace", None), ("8", "8"), ("tab", "\t"), ("2", "2"), ("tab", "\t")]
-        keys += [("ctrl+u", None), ("4", "4")]
+        await until(pilot, lambda: "budget" in getattr(app.fleet.status.get("b300"), "flags", {}))
+        keys = [("C", "C"), *[(c, c) for c in "typo"], ("enter", "\r"), ("ctrl+a", None)]
+        keys += [("ctrl+k", None), *[(c, c) for c in "budget=4,16"], ("backspace", None)]
+        keys += [("8", "8"), ("tab", "\t"), ("2", "2"), ("tab", "\t"), ("ctrl+u", None)]
+        keys += [("4", "4")]
         for key, char in keys:
             app.post_message(events.Key(key, char))
+        await until(pilot, lambda: isinstance(app.screen, CampaignSetupScreen))
+        setup = app.screen
         fields = [setup.query_one(f"#{n}", Input) for n in ("grid", "soak", "measure")]
         await until(pilot, lambda: [f.value for f in fields] == ["budget=4,18", "2", "4"])
+        assert "typo" in text_of(setup.query_one("#campaign-error", Static))
         await pilot.press("escape", "q")
 
 
