@@ -26,13 +26,14 @@ from console.hosts.events import ChangeAction, RolloutEvent, RolloutOutcome
 from console.hosts.profiles import FlagValue
 from console.ledger import campaigns
 from console.ledger.campaigns import Campaign, Cell, cell_text
-from console.ledger.ledger import WindowStats, measure
+from console.ledger.ledger import WindowStats, invocation_entries, measure
 from console.service.status import read_status
 from console.transport.ssh import Disconnected, HostSession, RemoteError
 from console.tuning import bench_step, history
 from console.tuning import campaign as grids
 from console.tuning.change import ChangeOutcome, change
 from console.tuning.plan import Plan, read_plan
+from console.watch.signatures import crash_signature, record_signature
 
 
 class LinkLost(Exception):
@@ -234,12 +235,24 @@ class Sweep:
         during = "measurement window" + (" or the benchmark" if self.campaign.bench else "")
         reason = f"the server died during the {self.campaign.measure_s:g}s {during}"
         crashed = replace(numbers, outcome="crashed", reason=reason)
-        crashed = replace(crashed, stage="measure", invocation=invocation)
+        signature = await self._signature(invocation)
+        crashed = replace(crashed, stage="measure", invocation=invocation, signature=signature)
         await self._mark_crashed(cell.history_entry, reason)
         plan = await read_plan(self.session, self.campaign.start)
         if plan.changed:
             await self._change(plan, ChangeAction.SWEEP_END)
         return crashed
+
+    async def _signature(self, invocation: str) -> str | None:
+        """The crash signature in the invocation's journal (a crash in the window has no
+        rollout to name it); None when none is there or the journal cannot be read."""
+        lines: list[str] = []
+        with contextlib.suppress(RemoteError):
+            entries = await invocation_entries(self.session, self.unit, invocation)
+            lines = [entry.message for entry in entries]
+        # From its first crash line on, named as the live monitor names a crash record.
+        first = next((i for i, line in enumerate(lines) if crash_signature(line)), None)
+        return None if first is None else record_signature(lines[first:])
 
     async def _bench(self, index: int | None, cell: Cell) -> Cell:
         """The campaign's `--bench` command on the cell's configuration, its tok/s read back."""

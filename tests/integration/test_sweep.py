@@ -142,6 +142,31 @@ async def test_bench_runs_after_each_window_and_its_tok_s_is_read_back(
     assert f"campaigns/b300/{record['campaign']}-bench/cell-01.jsonl" in manifest
 
 
+async def test_a_cell_that_dies_in_its_window_is_a_crash_with_its_signature(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """More than 128 running requests die in cuBLAS a while after ready (the simulator's real
+    timeline): after the soak, inside the measurement window. The cell is a crash named by
+    the journal's signature, and the host goes back to the start at once."""
+    from console.sim.failures import FailureTiming
+    from console.sim.sglang import Timing
+
+    late = FailureTiming(requests=300, cublas_after_s=3.0)
+    sim = SimFleet(tmp_path / "late", hosts=1, timing=Timing(0.3, 0.1, late))
+    await sim.start()
+    try:
+        code, record = await sweep(
+            sim, capsys, "max_running=256", "--soak", "1", "--measure", "6", "--yes", "--json"
+        )
+        assert code == 0, capsys.readouterr().err
+        (cell,) = record["cells"]
+        assert cell["outcome"] == "crashed" and cell["signature"] == "cublas"
+        assert cell["stage"] in ("measure", "soak")  # soak only on a machine slow to check
+        assert (await flags_now(sim))["max_running"] == 32
+    finally:
+        await asyncio.wait_for(sim.stop(), 10)
+
+
 async def test_a_bench_command_that_fails_is_the_cells_note_not_the_campaigns_end(
     sim: SimFleet, capsys: pytest.CaptureFixture[str]
 ) -> None:
