@@ -27,6 +27,8 @@
   searchable;
 - `line_log.py`: a Textual `Log` that measures the lines it is given as it writes them;
 - `messages.py`: textual messages carrying the engine's domain events into the widget tree;
+- `ordered_input.py`: a text field whose editing keys apply in the order typed (a burst from
+  tmux);
 - `probation_banner.py`: the probation banner: which hosts are on probation, and a probation
   rollback's countdown;
 - `rollback_confirm.py`: a rollback's diff and its confirmation: the flag editor's review step,

@@ -126,7 +126,7 @@ def probation_note(event: ProbationEvent) -> tuple[str, Severity] | None:
     if isinstance(event, ProbationAnnounced):
         crash = event.crash
         what = crash.signature or "restart"
-        head = f"{event.host}: {what} {crash.since_kept_s:.0f}s after a kept change"
+        head = f"{event.host}: {what} {crash.since_kept_s:.0f}s after {crash.kept_change}"
         if event.reason is not None:
             return f"{head} (on probation): {event.reason}", "error"
         return (

@@ -201,7 +201,7 @@ class Watch:
             crash = event.crash
             what = crash.signature or "restart"
             head = (
-                f"[bold red]{host}: {what} {crash.since_kept_s:.0f}s after a kept change "
+                f"[bold red]{host}: {what} {crash.since_kept_s:.0f}s after {crash.kept_change} "
                 f"(probation, history entry {crash.entry})[/bold red]: {escape(crash.line)}"
             )
             if event.reason is not None:

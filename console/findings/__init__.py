@@ -7,7 +7,8 @@
 - `host_bench.py`: the selected host's bench files as they are on the host now;
 - `compare.py`, `compare_view.py`: configurations side by side from the ledger;
 - `report.py`: the findings report (REPORT.md) from a package's evidence;
-- `campaign_report.py`: its section on tuning campaigns (grid, best stable cell, crash boundary).
+- `campaign_report.py`: its section on tuning campaigns (grid, best stable cell, crash boundary);
+- `rollout_report.py`: its section on group rollouts (one change to many hosts, read as one).
 
 Who may import it: the CLI, the app and widgets. It imports `package`, `ledger`, `watch`,
 `local` and `transport`; never `tuning` or the fleet.

@@ -14,11 +14,13 @@ This builds the report from the package alone, per host and SGLang release:
   files with results whose configuration no snapshot saw crash;
 - each tuning campaign's grid, its best stable cell and its crash boundary
   (console/findings/campaign_report.py);
+- each group rollout: every host's change, outcome and accept length, and the fleet's line
+  (console/findings/rollout_report.py);
 - a relative link to the file behind every number.
 
 It stays one module past 500 lines because its sections share one writer, one ordering and
 one collection of the package's evidence; a section that needs no more than lines and links
-(the campaigns) lives in a module of its own.
+(the campaigns, the group rollouts) lives in a module of its own.
 
 Nothing in it depends on the clock or the order a directory lists in: the same package gives
 byte-identical Markdown. Reads local files only; no Textual.
@@ -54,6 +56,7 @@ from console.findings.bench_view import CRASHED_TEXT, config_text, speedup_text
 from console.findings.campaign_report import campaign_lines
 from console.findings.compare import Configuration, config_key, configurations
 from console.findings.compare import best as best_configuration
+from console.findings.rollout_report import rollout_lines
 from console.ledger.campaigns import CAMPAIGNS_DIR, Campaign
 from console.ledger.ledger import EXPERIMENTS_DIR, Experiment
 from console.ledger.ledger import load as load_experiments
@@ -514,6 +517,8 @@ def build_report(package: Path, out: Path | None = None) -> str:
             _matrices(w, files, rows, baseline)
             _best(w, files, rows, baseline, snapshots, experiments)
         w.add(*campaign_lines(host, found.campaigns, w.link, _md))
+    records = [(host, rel, e) for host, found in evidence.items() for rel, e in found.experiments]
+    w.add(*rollout_lines(records, w.link, _md))
     return "\n".join(w.lines).rstrip("\n") + "\n"
 
 

@@ -131,6 +131,8 @@ class Experiment:
     cause: str = ""
     """Why the change was made, when something other than the operator decided it (probation:
     the crash that made it roll back a configuration that had passed its soak)."""
+    rollout: str = ""
+    """The group rollout it was part of (one id on every host's record); empty for one host."""
 
     @property
     def kept(self) -> bool:
@@ -368,6 +370,7 @@ async def record_rollout(
     source: str,
     action: ChangeAction = ChangeAction.SET,
     cause: str = "",
+    rollout: str = "",
 ) -> PurePosixPath:
     """Measure both invocations from the journal and record the experiment on the host (and
     in the console's cache); its path on the host. Raises NotOnHost when the host's copy
@@ -401,6 +404,7 @@ async def record_rollout(
         kind=action.kind,
         action=action.value,
         cause=cause,
+        rollout=rollout,
     )
     try:
         cached = f"only the console has it: {await asyncio.to_thread(save, experiment)}"

@@ -92,15 +92,17 @@ async def change(
     rollback: bool = True,
     soak_s: float | None = None,
     cause: str = "",
+    rollout: str = "",
 ) -> ChangeOutcome:
     """Apply `plan` on `session`'s host and record it: the history entry (by the rollout),
     then the audit action, then the ledger record.
 
     `source` names the console part in the ledger ("cli", "tui"); `rollback=False` leaves a
     failing setting in place (`set --no-rollback`); `cause` says why the console decided it
-    (a probation rollback's crash). Cancelling it (Ctrl-C twice) audits the change as
-    abandoned half way and re-raises; a remote failure never raises (it is the outcome)."""
-    options = RolloutOptions(rollback=rollback, soak_s=soak_s, action=action)
+    (a probation rollback's crash); `rollout` names the group rollout it is part of.
+    Cancelling it (Ctrl-C twice) audits the change as abandoned half way and re-raises; a
+    remote failure never raises (it is the outcome)."""
+    options = RolloutOptions(rollback=rollback, soak_s=soak_s, action=action, rollout=rollout)
     try:  # the run the change leaves, for the ledger
         before: str | None = await current_invocation(session)
     except (RemoteError, OSError):
@@ -127,6 +129,7 @@ async def change(
             source=source,
             action=action,
             cause=cause,
+            rollout=rollout,
         )
     except NotOnHost as exc:
         return ChangeOutcome(plan.host, action, plan.summary(), result, None, str(exc))

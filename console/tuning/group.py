@@ -142,6 +142,7 @@ async def group_change(
                     on_event=on_event,
                     soak_s=soak_s,
                     cause=f"rollout {rollout}, wave {number}",
+                    rollout=rollout,
                 )
                 for plan in wave
             )
@@ -159,6 +160,7 @@ async def group_change(
                     f"rollout {rollout}: all or nothing, {failed} failed",
                     on_event=on_event,
                     soak_s=soak_s,
+                    rollout=rollout,
                 )
                 for host in applied
             )
@@ -177,6 +179,7 @@ async def _undo(
     *,
     on_event: Callable[[RolloutEvent], None] | None,
     soak_s: float | None,
+    rollout: str,
 ) -> ChangeOutcome | str:
     """The host back on the configuration before the rollout (its history's newest good entry
     other than what runs now), verified like any rollback; a string says why it could not be
@@ -192,4 +195,5 @@ async def _undo(
         on_event=on_event,
         soak_s=soak_s,
         cause=cause,
+        rollout=rollout,
     )

@@ -87,6 +87,9 @@ class HistoryEntry:
     """NRestarts of the failing invocation, read before reset-failed cleared it."""
     exception_line: str | None = None
     excerpt: Sequence[str] = ()
+    rollout: str = ""
+    """The group rollout it was part of (`set HOST HOST…`: its id on every host's entry);
+    empty for a change of one host."""
     action: str = ""
     """What asked for it (ChangeAction: `set`, `rollback`, `probation-rollback`), as the
     audit log and the ledger name it; "" for the original (read from `kind` in entries
@@ -153,6 +156,7 @@ _FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
     "stage": str,
     "exception_line": str,
     "excerpt": list,
+    "rollout": str,
     "action": str,
 }
 """What each field of a history entry must be (None aside) when read from the host."""
@@ -323,11 +327,16 @@ class Recorder:
     """One rollout's entry: written "started" before anything changes, rewritten at the end."""
 
     def __init__(
-        self, session: HostSession, plan: Plan, action: ChangeAction = ChangeAction.SET
+        self,
+        session: HostSession,
+        plan: Plan,
+        action: ChangeAction = ChangeAction.SET,
+        rollout: str = "",
     ) -> None:
         self.session = session
         self.plan = plan
         self.action = action
+        self.rollout = rollout
         self.entry: HistoryEntry | None = None
         self.last_good: HistoryEntry | None = None
         """The host's last good entry when this rollout began (its rollback target)."""
@@ -357,6 +366,7 @@ class Recorder:
             who=operator(),
             profile=self.session.profile.name,
             started_at=self.session.clock.time(),
+            rollout=self.rollout,
         )
         entries.append(self.entry)
         await save(self.session, plan.unit, entries)

@@ -128,6 +128,14 @@ class ProbationCrash:
     signature: str | None = None
     line: str = ""
     """The line that names the crash (or "the service restarted")."""
+    rollout: str = ""
+    """The group rollout the failed configuration came from (its history entry's), if any."""
+
+    @property
+    def kept_change(self) -> str:
+        """`a kept change`, or `a kept change of rollout R`: an alert that names the group
+        rollout, whose other hosts run the same configuration."""
+        return f"a kept change of rollout {self.rollout}" if self.rollout else "a kept change"
 
 
 # --- what the guard tells its front end ------------------------------------------------
@@ -379,7 +387,14 @@ class ProbationGuard:
             return  # acted on already (by this console, or one that noted it in the history)
         self._handled.add(key)
         crash = ProbationCrash(
-            host, probation.entry.n, invocation, at, at - probation.kept_at, signature, line
+            host,
+            probation.entry.n,
+            invocation,
+            at,
+            at - probation.kept_at,
+            signature,
+            line,
+            rollout=probation.entry.rollout,
         )
         try:
             await self._act(probation, crash)
@@ -490,7 +505,8 @@ class ProbationGuard:
             on_event=self.on_rollout,
             source=self.source,
             cause=f"{crash.signature or 'a restart'} {crash.since_kept_s:.0f}s after entry "
-            f"{crash.entry} was kept",
+            f"{crash.entry} was kept" + (f" (rollout {crash.rollout})" if crash.rollout else ""),
+            rollout=crash.rollout,
         )
 
     async def _countdown(self, host: str, seconds: float) -> bool:

@@ -65,6 +65,8 @@ class RolloutOptions:
     excerpt_lines: int = 80
     action: ChangeAction = ChangeAction.SET
     """What asked for it, as the host's history names it (console/tuning/change.py)."""
+    rollout: str = ""
+    """The group rollout it is part of (console/tuning/group.py), for the history entry."""
 
 
 class StepFailure(Exception):
@@ -108,7 +110,7 @@ class RolloutSteps:
         """In a rollback: the target drop-in is installed (and reloaded)."""
         self._expect: ServiceExec | None = None
         """In a rollback: the effective unit the restored drop-in must give."""
-        self._history = Recorder(session, plan, options.action)
+        self._history = Recorder(session, plan, options.action, options.rollout)
         self._abandoned: tuple[str, ...] = ()
         self._failed_restarts: int | None = None
         self._cat = ""

@@ -15,6 +15,8 @@ import pytest
 from console.cli import parse_args
 from console.cli import rollback as cli_rollback
 from console.cli import set as cli_set
+from console.cli.snapshot import cmd_snapshot
+from console.findings.report import build_report
 from console.hosts.events import RolloutEvent, RolloutProgress, RolloutStep
 from console.hosts.profiles import load_fleet
 from console.service.status import read_status
@@ -106,7 +108,9 @@ async def test_a_failure_in_wave_two_stops_the_rollout_before_wave_three(fleet: 
     assert all(o.ok for o in ended.outcomes if o.host in (names[0], names[1], names[3]))
 
 
-async def test_all_or_nothing_puts_back_the_hosts_already_changed(fleet: SimFleet) -> None:
+async def test_all_or_nothing_puts_back_the_hosts_already_changed(
+    fleet: SimFleet, tmp_path: Path
+) -> None:
     names = [p.name for p in load_fleet(fleet.profiles_dir)]
     fleet.hosts[names[2]].lacks.add("journalctl")  # wave 2's second host cannot be changed
     ended, _, _ = await rollout(fleet, "budget=4", all_or_nothing=True)
@@ -124,6 +128,19 @@ async def test_all_or_nothing_puts_back_the_hosts_already_changed(fleet: SimFlee
         entries = json.loads(fleet.hosts[name].local(HISTORY).read_text())["entries"]
         assert [e["action"] for e in entries[-2:]] == ["group-set", "rollback"]
         assert entries[-1]["outcome"] == "kept"
+        assert [e["rollout"] for e in entries[-2:]] == ["group-test"] * 2  # one id on each
+    # The findings report reads the hosts' records back as one rollout.
+    package = tmp_path / "pkg"
+    argv = ["snapshot", *changed, "--package", str(package), "--profiles", str(fleet.profiles_dir)]
+    assert await cmd_snapshot(parse_args(argv)) == 0
+    report = build_report(package)
+    section = report[report.index("## Group rollouts") :]
+    assert "### Rollout group-test" in section
+    for name in changed:
+        row = next(line for line in section.splitlines() if line.startswith(f"| {name} |"))
+        assert "| budget=4 (" in row and "| kept |" in row
+        assert "put back: rollout group-test: all or nothing" in row
+    assert "budget=4 kept on 0 of 3 hosts; no probation rollback." in section
 
 
 async def test_set_over_hosts_on_different_releases_is_refused_before_anything_changes(
