@@ -66,9 +66,7 @@ def test_each_host_once_then_what_came_after_and_the_fleets_line() -> None:
     assert out[:4] == ["## Group rollouts", "", "### Rollout r1", ""]
     rows = [line for line in out if line.startswith("| gpu")]
     assert [r.split(" | ")[0] for r in rows] == ["| gpu1", "| gpu2", "| gpu3"]  # by start
-    assert rows[0] == (
-        "| gpu1 | budget=4 ([e/gpu1/1.json]) | kept | 4.37 ± 0.01 (n=2) | - |"
-    )
+    assert rows[0] == ("| gpu1 | budget=4 ([e/gpu1/1.json]) | kept | 4.37 ± 0.01 (n=2) | - |")
     assert rows[2].endswith(
         "| probation rollback: cublas 42s after entry 3 was kept (rollout r1) ([e/gpu3/2.json]) |"
     )
