@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import re
 import shlex
 from collections.abc import Awaitable, Callable, Mapping
@@ -458,6 +459,24 @@ async def _tee(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: lis
     return 0
 
 
+async def _install(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]) -> int:
+    """`install -m MODE /dev/null PATH` only: an empty file with that mode (what specops
+    sends before it fills a file with `tee`)."""
+    args = argv[1:]
+    if len(args) != 4 or args[0] != "-m" or args[2] != "/dev/null":
+        process.stderr.write(f"install: unsupported here: {' '.join(args)}\n")
+        return 1
+    path = host.local(args[3])
+    try:
+        path.unlink(missing_ok=True)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, int(args[1], 8)))
+        path.chmod(int(args[1], 8))
+    except (OSError, ValueError) as exc:
+        process.stderr.write(f"install: {args[3]}: {exc}\n")
+        return 1
+    return 0
+
+
 async def _mv(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]) -> int:
     ops = _operands(argv)
     if len(ops) != 2:
@@ -586,6 +605,7 @@ COMMANDS: dict[str, Handler] = {
     "sha256sum": _sha256sum,
     "openssl": _openssl,
     "tee": _tee,
+    "install": _install,
     "mv": _mv,
     "rm": _rm,
     "mkdir": _mkdir,

@@ -31,11 +31,12 @@ async def replace_file(
     session: HostSession, path: str, text: str, tmp_name: str | None = None
 ) -> str:
     """Write `text` to `path` on the host in one step (temp name in the same directory, then
-    rename); returns `path`. `tmp_name` defaults to `.NAME.tmp`: writers of different files
-    never share a temporary name."""
+    rename), readable by its owner only (0600); returns `path`. `tmp_name` defaults to
+    `.NAME.tmp`: writers of different files never share a temporary name."""
     directory = posixpath.dirname(path)
     tmp = posixpath.join(directory, tmp_name or f".{posixpath.basename(path)}.tmp")
     await session.run(remote.make_dirs(directory))
+    await session.run(remote.create_private(tmp))  # 0600 before a byte is written
     await session.run(remote.write_file(tmp, text))
     await session.run(remote.move(tmp, path))
     return path

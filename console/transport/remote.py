@@ -230,6 +230,13 @@ def make_dirs(path: str) -> Command:
     return Command(("mkdir", "-p", "--", _abs_path(path)), privileged=True)
 
 
+def create_private(path: str) -> Command:
+    """`install -m 600 /dev/null PATH`: an empty file only its owner may read, which `tee`
+    then fills keeping that mode (a drop-in holds the secret flags' values; the state files
+    hold what the operator tried). Never world-readable, not even for a moment."""
+    return Command(("install", "-m", "600", "/dev/null", _abs_path(path)), privileged=True)
+
+
 def write_file(path: str, content: str) -> Command:
     """Write `content` (sent on stdin) to `path`; `tee` so that it works through `sudo -n`."""
     return Command(("tee", "--", _abs_path(path)), privileged=True, stdin=content)

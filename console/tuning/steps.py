@@ -223,6 +223,8 @@ class RolloutSteps:
             await self._idempotent(remote.make_dirs(directory))
 
             async def write_and_rename() -> None:  # as a pair: a lost `mv` reply redoes both
+                # 0600 before a byte is written: the drop-in holds the secret flags' values.
+                await self.session.run(remote.create_private(tmp))
                 await self.session.run(remote.write_file(tmp, text))
                 self._touched = True
                 await self.session.run(remote.move(tmp, path))

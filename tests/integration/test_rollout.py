@@ -241,6 +241,7 @@ async def test_sudo_mode_sends_every_privileged_command_through_sudo(
         assert verbs == {
             "sh",  # reads the host's history, /var/lib/specops/UNIT/history.json
             "mkdir",
+            "install",  # the drop-in and the state files made 0600 before they are written
             "tee",
             "mv",
             "rm",

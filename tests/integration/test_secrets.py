@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from console.cli import build_parser
+from console.cli import build_parser, parse_args
+from console.cli.set import cmd_set
 from console.cli.snapshot import cmd_snapshot
 from console.cli.verify import cmd_verify
-from console.local.audit import AuditLog
+from console.local.audit import AuditLog, audit_path
 from console.package.manifest import write_manifest
 from console.service.execline import render_execstart
 from console.service.unit import effective_service
@@ -76,3 +77,57 @@ async def test_no_secret_reaches_the_package_or_the_audit_log(
     said = capsys.readouterr().out
     assert "notes.txt:2: a secret-looking value is not redacted" in said
     assert "hf_leaked" not in said
+
+
+SECRET_FLAGS = """
+[flags.api_key]
+arg = "--api-key"
+type = "str"
+secret = true
+
+[flags.hf_token]
+env = "HF_TOKEN"
+type = "str"
+secret = true
+"""
+
+
+async def test_a_secret_flag_set_through_specops_stays_masked_everywhere(
+    sim: SimFleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The second attack run (issue 30): `set HOST api_key=… hf_token=…` with both flags
+    `secret = true`, then `snapshot`: no value on the terminal, in the audit log, in the
+    host's history and ledger (written 0600), or anywhere in the package."""
+    profile = sim.profiles_dir / "b300.toml"
+    profile.write_text(profile.read_text() + SECRET_FLAGS)
+    key, token = "sk-SECRET-41", "hf_SECRET_42"
+    profiles = ["--profiles", str(sim.profiles_dir)]
+    argv = ["set", "b300", f"api_key={key}", f"hf_token={token}", "--yes", "--soak", "1"]
+    capsys.readouterr()
+    assert await cmd_set(parse_args([*argv, *profiles])) == 0
+    said = capsys.readouterr()
+    assert key not in said.out + said.err and token not in said.out + said.err
+    host = sim.hosts["b300"]
+    state = host.local(f"/var/lib/specops/{UNIT}")
+    written = [p for p in state.rglob("*") if p.is_file()]
+    assert any(p.name == "history.json" for p in written)
+    assert any(p.parent.name == "experiments" for p in written)
+    for path in written:
+        text = path.read_text()
+        assert key not in text and token not in text, path
+        assert path.stat().st_mode & 0o077 == 0, f"{path} is {oct(path.stat().st_mode)}"
+    audit = audit_path().read_text()  # commands and actions (their intent, their drop-in)
+    assert "api_key" in audit and key not in audit and token not in audit
+    package = tmp_path / "pkg"
+    snap = ["snapshot", "b300", "--package", str(package), *profiles]
+    assert await cmd_snapshot(parse_args(snap)) == 0
+    for path in package.rglob("*"):
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            assert key not in text and token not in text, path
+    # The drop-in must hold them (systemd passes them on): readable by root alone.
+    (dropin,) = host.local(f"/etc/systemd/system/{UNIT}.d").glob("*specops*.conf")
+    assert key in dropin.read_text() and dropin.stat().st_mode & 0o077 == 0
+    # The server runs with them all the same.
+    assert host.unit.loaded is not None and key in host.unit.loaded.argv
+    assert host.unit.loaded.env.get("HF_TOKEN") == token

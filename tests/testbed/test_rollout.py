@@ -88,6 +88,8 @@ async def test_a_good_change_ends_healthy_on_the_new_execstart(bed: Testbed) -> 
         "NeedDaemonReload": "no",
     }
     assert sorted(os.listdir(dropin_dir(host))) == [DROPIN]  # no temp file left behind
+    # Root's alone (it may hold secret flags' values), written by the real install and tee.
+    assert (dropin_dir(host) / DROPIN).stat().st_mode & 0o777 == 0o600
     assert host.http("/health")[0] == 200
 
 

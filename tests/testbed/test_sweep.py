@@ -31,7 +31,7 @@ def test_a_console_killed_in_the_third_cell_is_resumed_and_ends_the_same_way(
     campaigns = host.directory / "var-lib-specops" / UNIT / "campaigns"
     base = [sys.executable, "-m", "console", "sweep", host.name, "--yes", "--json"]
     profiles = ["--profiles", str(bed.profiles_dir)]
-    grid = ["budget=4,6,12", "--soak", "3", "--measure", "5"]
+    grid = ["budget=4,6,12", "--soak", "3", "--measure", "3"]
     console = subprocess.Popen([*base, *grid, *profiles], stdout=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 240
