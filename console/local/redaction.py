@@ -39,10 +39,17 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _BEARER = re.compile(r"(?i)\b(bearer\s+)([^\s'\",;]+)")
 _URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@'\"]*:)([^@\s/'\"]+)(@)")
 _OPTION_VALUE = re.compile(
-    r"""(?<![\w-])(--?[A-Za-z][\w.-]*)(=|[ \t]+)("[^"]*"|'[^']*'|[^\s"'-][^\s"']*)"""
+    # The value: quoted, or one word not starting with `--` or being a short option (`-v`);
+    # a quote never closed (`--api-key 'sk-1`) takes the rest of the word.
+    r"""(?<![\w-])(--?[A-Za-z][\w.-]*)(=|[ \t]+)"""
+    r"""("[^"]*"|'[^']*'|["'][^\s]*|(?!--)(?!-[A-Za-z](?:\s|$))[^\s"'][^\s"']*)"""
 )
+_HEADER = re.compile(r"(?<![\w#-])([A-Za-z][\w-]*)(:[ \t]*)([^\s'\",;]+)")
+"""`X-Api-Key: VALUE`, an HTTP header as curl and logs write it."""
+_NOT_SECRET_LAST = frozenset({"file", "path", "dir", "filename"})
+"""`--key-file PATH` names where a secret is kept: a path is no secret."""
 _QUOTED_ASSIGNMENT = re.compile(r"""(["'])([A-Za-z_][\w.]*)=(.*?)\1""")
-_ASSIGNMENT = re.compile(r"""(?<![\w-])([A-Za-z_][\w.]*)(=)("[^"]*"|'[^']*'|[^\s"',)]+)""")
+_ASSIGNMENT = re.compile(r"""(?<![\w-])([A-Za-z_][\w.-]*)(=)("[^"]*"|'[^']*'|[^\s"',)]+)""")
 
 
 def is_secret_name(name: str, extra: Collection[str] = ()) -> bool:
@@ -50,7 +57,14 @@ def is_secret_name(name: str, extra: Collection[str] = ()) -> bool:
     if name in extra or name.lstrip("-") in extra:
         return True
     parts = re.split(r"[-_.]+", name.strip("-").lower())
+    if parts[-1] in _NOT_SECRET_LAST:
+        return False
     return any(part in SECRET_PARTS for part in parts)
+
+
+def _is_option(word: str) -> bool:
+    """`--port`, `-v`: what ends a secret option's missing value; `-s3cr3t` is a value."""
+    return word.startswith("--") or re.fullmatch(r"-[A-Za-z]", word) is not None
 
 
 def _hide_credentials(text: str) -> str:
@@ -72,7 +86,7 @@ def redact(command: str, extra: Collection[str] = ()) -> str:
     hide_next = False
     changed = False
     for word in words:
-        if hide_next and not word.startswith("-"):
+        if hide_next and not _is_option(word):
             out.append(REDACTED)
             hide_next, changed = False, True
             continue
@@ -85,7 +99,7 @@ def redact(command: str, extra: Collection[str] = ()) -> str:
                 changed = True
                 continue
             hide_next = is_option
-        hidden = _hide_credentials(word)
+        hidden = redact_text(word, extra)  # a header, a URL's password, a bearer token
         changed = changed or hidden != word
         out.append(hidden)
     return shlex.join(out) if changed else command
@@ -114,9 +128,11 @@ def _quoted(value: str) -> str:
 def redact_text(text: str, extra: Collection[str] = ()) -> str:
     """Free text (a unit file, journal lines, an ExecStart) with secret values replaced.
 
-    Covers `--api-key VALUE`, `--token=VALUE`, `NAME=VALUE` (systemd `Environment=` words,
-    shell assignments), `api_key='VALUE'` (SGLang's logged ServerArgs), `Authorization:
-    Bearer VALUE` and `scheme://user:VALUE@host`.
+    Covers `--api-key VALUE` (`-VALUE` too, and a quote never closed), `--token=VALUE`,
+    `NAME=VALUE` (systemd `Environment=` words, shell assignments, `x-api-key=VALUE`),
+    `api_key='VALUE'` (SGLang's logged ServerArgs), `X-Api-Key: VALUE`, `Authorization:
+    Bearer VALUE` and `scheme://user:VALUE@host`. `--key-file PATH` is left alone: a path
+    is no secret.
     """
 
     def option(m: re.Match[str]) -> str:
@@ -131,6 +147,11 @@ def redact_text(text: str, extra: Collection[str] = ()) -> str:
             return m.group(1) + m.group(2) + _ASSIGNMENT.sub(assignment, m.group(3))
         return m.group(1) + m.group(2) + _quoted(m.group(3))
 
+    def header(m: re.Match[str]) -> str:
+        if not is_secret_name(m.group(1), extra) or m.group(3) == REDACTED:
+            return m.group(0)
+        return m.group(1) + m.group(2) + REDACTED
+
     def quoted_assignment(m: re.Match[str]) -> str:  # `"HF_TOKEN=two words"`: all of it
         if not is_secret_name(m.group(2), extra):
             return m.group(0)
@@ -138,6 +159,7 @@ def redact_text(text: str, extra: Collection[str] = ()) -> str:
 
     text = _hide_credentials(text)
     text = _OPTION_VALUE.sub(option, text)
+    text = _HEADER.sub(header, text)
     text = _QUOTED_ASSIGNMENT.sub(quoted_assignment, text)
     return _ASSIGNMENT.sub(assignment, text)
 

@@ -75,3 +75,26 @@ def test_secret_flags_of_a_profile_name_their_argument_and_variable() -> None:
     data = {"name": "b300", "ssh": {"host": "h"}, "service": {"unit": "x.service"}, "flags": flags}
     profile = parse_profile(data, Path("b300.toml"))
     assert profile.secret_names == {"revision", "--revision", "hub", "HUB_ID"}
+
+
+DECODE = "Decode batch, #token: 18380, token usage: 0.01"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        # The second attack run's misses (issue 30).
+        ("--token -secretvalue9", "--token ***"),
+        ("--api-key 'sk-1", "--api-key ***"),
+        ("curl -H 'X-Api-Key: abc123def' host", "curl -H 'X-Api-Key: ***' host"),
+        ("x-api-key=zzz999", "x-api-key=***"),
+        # A path to a secret is no secret; the option after a valueless one is no value.
+        ("--key-file /etc/keys/a.pem", "--key-file /etc/keys/a.pem"),
+        ("--ssl-keyfile-password pw9", "--ssl-keyfile-password ***"),
+        ("--api-key --port 3", "--api-key --port 3"),
+        # SGLang's decode line counts tokens: `#token: N` is a number, not a credential.
+        (DECODE, DECODE),
+    ],
+)
+def test_what_the_attack_run_found_is_hidden_and_nothing_else(text: str, shown: str) -> None:
+    assert redact_text(text) == shown
