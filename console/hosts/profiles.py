@@ -75,7 +75,7 @@ class ServiceConfig(_Strict):
     unit: str
     port: Port = 30000
     """HTTP port of the server on the host, reached through the SSH connection."""
-    ready_timeout_s: float = Field(default=900.0, gt=0)
+    ready_timeout_s: float = Field(default=900.0, gt=0, le=86400)
     smoke: SmokeConfig = SmokeConfig()
     health_path: str = "/health"
     check_flags: bool = True

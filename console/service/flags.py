@@ -37,8 +37,16 @@ def format_value(value: FlagValue) -> str:
     return str(value)
 
 
+NUMBER_DIGITS = 30
+"""The longest number a flag takes, in characters: past it a value is refused before Python
+converts it (5000 digits raised Python's own limit, a traceback)."""
+
+
 def _convert(name: str, spec: FlagSpec, text: str) -> FlagValue:
     """Text → typed value for int/float/str/choice, without range checks."""
+    if spec.type in ("int", "float") and len(text) > NUMBER_DIGITS:
+        raise FlagError(f"a number of at most {NUMBER_DIGITS} characters", flag=name,
+                        value=text[:NUMBER_DIGITS] + "…")  # fmt: skip
     if spec.type == "int":
         if not re.fullmatch(r"[+-]?[0-9]+", text):
             raise FlagError("must be a whole number", flag=name, value=text)
@@ -115,12 +123,17 @@ def _value_at(argv: Sequence[str], i: int, arg: str) -> str | None:
 def _check_range(name: str, spec: FlagSpec, number: float, text: str) -> None:
     low, high = spec.min, spec.max
     if (low is not None and number < low) or (high is not None and number > high):
-        raise FlagError(f"must be between {_bound(low)} and {_bound(high)}", flag=name, value=text)
+        if high is None:
+            rule = f"must be at least {_bound(low)}"
+        elif low is None:
+            rule = f"must be at most {_bound(high)}"
+        else:
+            rule = f"must be between {_bound(low)} and {_bound(high)}"
+        raise FlagError(rule, flag=name, value=text)
 
 
 def _bound(limit: float | None) -> str:
-    if limit is None:
-        return "(no limit)"
+    assert limit is not None
     return str(int(limit)) if float(limit).is_integer() else repr(float(limit))
 
 

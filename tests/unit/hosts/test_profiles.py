@@ -92,6 +92,12 @@ def test_bad_values_are_named(tmp_path: Path, snippet: str, field: str, value: s
     assert str(path) in text and field in text and value in text
 
 
+def test_a_ready_timeout_past_a_day_is_refused_by_name(tmp_path: Path) -> None:
+    text = MINIMAL + "ready_timeout_s = 1e308\n"  # [service] is the last table
+    with pytest.raises(ProfileError, match=r"service\.ready_timeout_s.*1e\+308"):
+        load_profile(write(tmp_path, text))
+
+
 def test_bad_unit_name(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match=r"service\.unit.*rm -rf"):
         load_profile(write(tmp_path, MINIMAL.replace("sglang.service", "x; rm -rf /")))
@@ -154,7 +160,7 @@ def test_an_int_flag_without_min_is_a_count_and_refuses_values_below_1() -> None
     count = FlagSpec(arg="--speculative-num-draft-tokens", type="int")
     assert count.min == 1
     for text in ("0", "-1"):
-        with pytest.raises(FlagError, match="must be between 1 and"):
+        with pytest.raises(FlagError, match="must be at least 1"):
             validate_value("budget", count, text)
     assert validate_value("budget", count, "16") == 16
     offset = FlagSpec(arg="--some-offset", type="int", min=-1)  # the profile says otherwise

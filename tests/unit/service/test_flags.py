@@ -998,3 +998,16 @@ def test_a_rewrite_keeps_the_variables_of_our_drop_in_it_does_not_manage(
     files[dropin_path(UNIT)] = dropin_for(specs, current, argv, env)
     after = effective_service(systemctl_cat(files))
     assert after.environment == {"SGLANG_DDTREE_MAX_TOPK": "8", "NCCL_DEBUG": "INFO"}
+
+
+def test_a_number_too_long_to_be_one_is_refused_by_name_not_by_a_traceback() -> None:
+    spec = FlagSpec(arg="--speculative-num-draft-tokens", type="int")
+    with pytest.raises(FlagError, match=r"flag 'budget': value '9{30}…': a number of at most 30"):
+        validate_value("budget", spec, "9" * 5000)
+
+
+def test_a_bound_on_one_side_is_said_as_such() -> None:
+    with pytest.raises(FlagError, match=r"must be at least 1$"):
+        validate_value("window", FlagSpec(arg="--w", type="int"), "0")
+    with pytest.raises(FlagError, match=r"must be at most 0\.9$"):
+        validate_value("frac", FlagSpec(arg="--f", type="float", max=0.9), "1.5")
