@@ -14,7 +14,9 @@ No I/O beyond the local filesystem, no Textual.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import functools
 import os
 import tempfile
 from collections.abc import Callable
@@ -53,6 +55,19 @@ def publish_new(part: Path, target: Path) -> None:
     fsync_dir(target.parent)
 
 
+@functools.cache
+def umask() -> int:
+    """The process's umask, read without changing it (`os.umask` sets it to read it: a file
+    another thread creates meanwhile would get the wrong mode)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    old = os.umask(0o077)  # no /proc: the brief swap, with the strictest mode meanwhile
+    os.umask(old)
+    return old
+
+
 def write_file(
     target: Path,
     content: bytes,
@@ -63,9 +78,10 @@ def write_file(
 ) -> None:
     """Write `content` to a temporary name beside `target`, fsync, then `publish` it.
 
-    `mode` None keeps the temporary file's 0600 (private state); the temporary name starts with
-    a dot and ends in `suffix`, so a reader listing the directory can leave it out. On any
-    failure the temporary file is removed and `target` is as it was.
+    `mode` None keeps the temporary file's 0600 (private state); a `mode` is narrowed by the
+    operator's umask, as any file a program creates (0644 stays 0600 under umask 077). The
+    temporary name starts with a dot and ends in `suffix`, so a reader listing the directory
+    can leave it out. On any failure the temporary file is removed and `target` is as it was.
     """
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
     part = Path(tmp)
@@ -74,7 +90,7 @@ def write_file(
             fh.write(content)
             fh.flush()
             if mode is not None:
-                os.fchmod(fh.fileno(), mode)
+                os.fchmod(fh.fileno(), mode & ~umask())  # 0644 asked, 0600 under umask 077
             os.fsync(fh.fileno())
         publish(part, target)
     except BaseException:
