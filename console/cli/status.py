@@ -57,6 +57,9 @@ async def _status_one(profile: Profile) -> Result:
         await session.close()
 
 
+DETAIL_IN_CELL = 28
+"""A connection's detail longer than this (a changed key's two fingerprints) is printed
+below the table, whole."""
 RELOAD_PENDING = "NeedDaemonReload=yes: the flags are the files', not the running command's"
 """After an interrupted change the unit files on disk differ from what systemd runs."""
 
@@ -114,10 +117,11 @@ async def cmd_status(args: argparse.Namespace) -> int:
         table.columns[3].min_width = len("NeedDaemonReload=yes")
         for r in records:
             conn = r["connection"]
-            if r.get("fingerprint"):
-                conn += f"\n{r['fingerprint']}"
-            elif r.get("detail"):
-                conn += f"\n{r['detail']}"
+            detail = r.get("detail", "")
+            if detail and len(detail) <= DETAIL_IN_CELL:
+                conn += f"\n{detail}"
+            elif detail or r.get("fingerprint"):
+                conn += "\n(see below)"  # a fingerprint cut at 80 columns is no fingerprint
             state = f"{r['active_state']}/{r['sub_state']}" if "active_state" in r else "-"
             if r.get("need_daemon_reload"):
                 state += "\nNeedDaemonReload=yes"  # the flags shown are the files' (see flags)
@@ -129,6 +133,12 @@ async def cmd_status(args: argparse.Namespace) -> int:
             health = r.get("health", "-")
             table.add_row(r["host"], conn, health, state, flags or "-")
         out.print(table)
+        for r in records:  # below the table: whole, whatever the width
+            detail, offered = r.get("detail", ""), r.get("fingerprint", "")
+            if len(detail) > DETAIL_IN_CELL:
+                out.print(f"{r['host']}: {detail}", markup=False, soft_wrap=True)
+            if offered and offered not in detail:
+                out.print(f"{r['host']}: the host offers {offered}", markup=False, soft_wrap=True)
         for profile, (*_, left) in zip(profiles, results, strict=True):
             if left is not None:  # below the table: whole, whatever the width
                 out.print(f"{profile.name} {left.text()}", markup=False, soft_wrap=True)

@@ -62,7 +62,7 @@ async def cmd_trust(args: argparse.Namespace) -> int:
             f"{profile.name}: the host key CHANGED: the host offers {fingerprint}, but {path} "
             f"pins {shown}. If the host was reinstalled, remove its old entry by hand first."
         )
-        return EXIT_FAILED
+        return EXIT_UNREACHABLE  # as every command says of a host whose key is refused
     out.print(f"{profile.name} ({name}:{port}) offers {key.get_algorithm()} key")
     out.print(f"  {fingerprint}")
     if not args.yes:

@@ -13,6 +13,8 @@ from pathlib import Path
 import asyncssh
 import pytest
 
+from console.cli import parse_args
+from console.cli.status import cmd_status
 from console.cli.trust import cmd_trust
 from console.transport import remote
 from console.transport.ssh import (
@@ -82,6 +84,28 @@ async def test_a_changed_key_says_changed_with_both_fingerprints(
             await session.run(remote.systemctl_is_active(UNIT))
     finally:
         await session.close()
+
+
+async def test_trust_and_status_say_a_changed_key_is_refused(
+    bed: Testbed, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The attack run (issue 30): `trust` on a changed key exited 1 where every other command
+    says 3, and the text `status` showed only the fingerprint where --json says CHANGED."""
+    host = bed.hosts[0]
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host gpu-alias\n  HostName {host.address}\n  Port 22\n")
+    known = tmp_path / "known_hosts"
+    known.write_text(host_key_line(host.address, 22, asyncssh.generate_private_key("ssh-ed25519")))
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / f"{host.name}.toml").write_text(_profile_toml(bed, host.name, config, known))
+    capsys.readouterr()
+    args = argparse.Namespace(host=host.name, yes=True, profiles=str(profiles))
+    assert await cmd_trust(args) == 3
+    assert "the host key CHANGED" in capsys.readouterr().err
+    assert await cmd_status(parse_args(["status", "--profiles", str(profiles)])) == 3
+    shown = capsys.readouterr().out  # at 80 columns: the fingerprints whole, below the table
+    assert f"{host.name}: CHANGED: the host offers {host.host_key_fingerprint()}" in shown
 
 
 async def test_an_rsa_only_pin_is_a_refused_key_not_a_network_error(
