@@ -36,7 +36,7 @@ from console.cli.common import (
     out,
     refuse_read_only,
 )
-from console.cli.outcome import report
+from console.cli.outcome import probation_note, report
 from console.hosts.events import ChangeAction, RolloutEvent, RolloutOutcome, RolloutProgress
 from console.hosts.profiles import Profile, select
 from console.service.execline import FlagError
@@ -228,6 +228,9 @@ async def _run(
     for outcome in [*ended.outcomes, *ended.undone]:
         report(outcome)
     _summary(ended)
+    kept = ended.on_new_setting
+    windows = {sessions[h].profile.service.probation_s for h in kept}
+    probation_note(kept, max(windows, default=0.0))
     if args.json:
         for outcome in [*ended.outcomes, *ended.undone]:
             print(json.dumps({"rollout": rollout, **outcome.record()}, default=str))

@@ -40,6 +40,18 @@ def report(outcome: ChangeOutcome) -> None:
         )
 
 
+def probation_note(hosts: list[str], probation_s: float) -> None:
+    """After kept changes: they are on probation, and only a running watch or TUI acts on a
+    crash in that window (nothing on the host does)."""
+    if not hosts or probation_s <= 0:
+        return
+    span = f"{probation_s / 60:g} min" if probation_s >= 60 else f"{probation_s:g}s"
+    say(
+        f"[dim]{escape(', '.join(hosts))}: on probation for {span}: a crash in that time is "
+        "rolled back only while `specops watch` or the TUI runs[/dim]"
+    )
+
+
 def _report_result(result: RolloutFinished, intent: str) -> None:
     name = result.host
     if result.outcome is RolloutOutcome.APPLIED:

@@ -36,10 +36,11 @@ from console.cli.common import (
     refuse_read_only,
 )
 from console.cli.group_set import add_group_arguments, group_profiles, run_group, setting
-from console.cli.outcome import report, say
+from console.cli.outcome import probation_note, report, say
 from console.hosts.events import (
     ChangeAction,
     RolloutEvent,
+    RolloutOutcome,
     RolloutProgress,
 )
 from console.hosts.profiles import select
@@ -301,6 +302,8 @@ async def run_plan(
         finally:
             printer.stop()
     report(outcome)
+    if outcome.ok and outcome.result.outcome is RolloutOutcome.APPLIED:
+        probation_note([profile.name], profile.service.probation_s)
     if getattr(args, "json", False):
         print(json.dumps(outcome.record(), default=str), flush=True)
     if outcome.result.unreachable:

@@ -72,6 +72,9 @@ async def test_set_budget_16_without_graphs_applies_and_reports_the_new_accept_l
     assert await cli_set.cmd_set(args) == 0
     out = capsys.readouterr().out
     assert "b300: applied budget 8 → 16, cuda_graph on → off; healthy" in out
+    # Probation is the console's: the operator learns a watch or the TUI must run for it.
+    assert "b300: on probation for " in out
+    assert "rolled back only while `specops watch` or the TUI runs" in out
     accept = float(out.rsplit("accept len ", 1)[1].split()[0].rstrip(","))
     assert 5.3 <= accept <= 6.4  # budget 16 without graphs, not the old invocation's ~4.4
     flags = parse_args(["flags", "b300", "--json"])
