@@ -29,7 +29,7 @@ import os
 import shlex
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,9 @@ class Artifact:
 class Job:
     profile: Profile
     package: Path
+    created: bool = False
+    """This snapshot made the package directory: if no host is reached it is removed again
+    (while still empty), so an unreachable run leaves nothing behind."""
 
 
 # --- before anything is transferred ------------------------------------------------------
@@ -94,9 +97,11 @@ def host_dirs(package: Path, host: str) -> list[Path]:
     ]
 
 
-def _check_writable(package: Path, hosts: Sequence[str]) -> None:
+def _check_writable(package: Path, hosts: Sequence[str]) -> bool:
+    """Whether the package directory can take the hosts' files; True when it was made here."""
     if package.exists() and not package.is_dir():
         raise SnapshotError(f"package {package}: exists and is not a directory")
+    created = not package.exists()
     try:
         package.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -111,6 +116,7 @@ def _check_writable(package: Path, hosts: Sequence[str]) -> None:
             raise SnapshotError(
                 f"package {package}: cannot write in {directory}: {exc.strerror}"
             ) from None
+    return created
 
 
 def _sample(spec: FlagSpec) -> FlagValue:
@@ -149,9 +155,11 @@ def plan(profiles: Sequence[Profile], package: str | os.PathLike[str] | None = N
     if problems:
         raise ProfileProblem("\n".join(problems))
     jobs = [Job(p, package_dir(package or p.artifacts.package)) for p in profiles]
+    made: set[Path] = set()
     for directory in dict.fromkeys(j.package for j in jobs):
-        _check_writable(directory, [j.profile.name for j in jobs if j.package == directory])
-    return jobs
+        if _check_writable(directory, [j.profile.name for j in jobs if j.package == directory]):
+            made.add(directory)
+    return [replace(j, created=j.package in made) for j in jobs]
 
 
 # --- naming and re-fetching ----------------------------------------------------------------

@@ -15,6 +15,7 @@ console/package/transfer.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import posixpath
@@ -484,6 +485,9 @@ async def run_snapshot(
             h for h in hosts if h.package == path and h.outcome is not HostOutcome.UNREACHABLE
         ]
         if not reached:  # nothing was added: no manifest claims an (empty) package
+            if any(j.created for j, _ in jobs if j.package == path):
+                with contextlib.suppress(OSError):  # made by this run, and still empty
+                    path.rmdir()
             packages.append(PackageResult(path, False, 0))
             continue
         packages.append(await asyncio.to_thread(_finish_package, path))

@@ -22,6 +22,8 @@ async def test_an_unreachable_host_alone_leaves_no_empty_manifest(
     assert await snapshot(sim, package, "pro6000", "--json") == 3
     assert records(capsys.readouterr().out)["pro6000"]["outcome"] == "unreachable"
     assert not (package / MANIFEST_NAME).exists()  # no manifest claiming an empty package
+    # Nor an empty directory left where the package was to be (the second attack run).
+    assert not package.exists() or any(package.rglob("*.*")), sorted(package.rglob("*"))
 
 
 async def test_status_and_flags_say_when_the_files_are_not_what_runs(
