@@ -72,7 +72,8 @@ class LinkNotices:
         elif state.state in _LOST and self._connected_once and self._lost_at is None:
             self._lost_at = now
             self._last_notice = now
-            detail = f" ({state.detail})" if state.detail else ""
+            retry = f"; retry in {state.retry_s:.0f}s" if state.retry_s is not None else ""
+            detail = f" ({state.detail}{retry})" if state.detail else ""
             self._say(f"{self.name}: link lost{detail}, reconnecting…")
         elif state.state is ConnState.HOST_KEY_REFUSED and self._connected_once:
             self._say(f"{self.name}: reconnecting refused: host key {state.detail}")

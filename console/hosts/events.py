@@ -34,6 +34,9 @@ class HostState:
     fingerprint: str | None = None
     """SHA256 fingerprint of the key the host offered, when it was refused."""
     since: float = 0.0
+    retry_s: float | None = None
+    """Unreachable: seconds until the session tries again (a console that stays says so; a
+    one-shot command, which does not stay, does not)."""
 
 
 class JournalEntry(msgspec.Struct, frozen=True, gc=False):

@@ -366,19 +366,33 @@ class HostSession:
         """Wait for a live connection (forever when `timeout` is None)."""
         return await clocks.wait(self.clock, self._connected, timeout)
 
-    def _set(self, state: ConnState, detail: str = "", fingerprint: str | None = None) -> None:
+    def _set(
+        self,
+        state: ConnState,
+        detail: str = "",
+        fingerprint: str | None = None,
+        retry_s: float | None = None,
+    ) -> None:
         if state is not ConnState.CONNECTING and state is not ConnState.RECONNECTING:
             self._settled.set()
-        if (state, detail, fingerprint) == (
+        if (state, detail, fingerprint, retry_s) == (
             self._state.state,
             self._state.detail,
             self._state.fingerprint,
+            self._state.retry_s,
         ):
             return
-        self._state = HostState(self.name, state, detail, fingerprint, self.clock.time())
+        now = self.clock.time()
+        self._state = HostState(self.name, state, detail, fingerprint, now, retry_s)
         log.info("%s: %s %s", self.name, state.value, detail)
         if self._on_state is not None:
             self._on_state(self._state)
+
+    def _tried(self, exc: BaseException) -> str:
+        """`Connection refused (ops@10.1.2.3:22)`: why, and the user, address and port tried."""
+        ssh = self.profile.ssh
+        user = f"{ssh.user}@" if ssh.user else ""
+        return f"{_describe(exc)} ({user}{ssh.host}:{self.profile.ssh_port})"
 
     async def _connect(self) -> asyncssh.SSHClientConnection:
         if self._budget is None:
@@ -414,7 +428,7 @@ class HostSession:
                 if detail is None:  # the host answered, then failed for another reason
                     delay = self._backoff.delay(attempt)
                     attempt += 1
-                    self._set(ConnState.UNREACHABLE, f"{_describe(exc)}; retry in {delay:.0f}s")
+                    self._set(ConnState.UNREACHABLE, self._tried(exc), retry_s=delay)
                     await self._sleep(delay)
                     continue
                 self._set(ConnState.HOST_KEY_REFUSED, detail, fingerprint)
@@ -426,7 +440,7 @@ class HostSession:
                 await self._drop()
                 delay = self._backoff.delay(attempt)
                 attempt += 1
-                self._set(ConnState.UNREACHABLE, f"{_describe(exc)}; retry in {delay:.0f}s")
+                self._set(ConnState.UNREACHABLE, self._tried(exc), retry_s=delay)
                 await self._sleep(delay)
                 continue
             self._conn = conn

@@ -81,3 +81,20 @@ def test_status_over_many_hosts_connects_under_the_settings_budget(
         assert peak == 3
     finally:
         sim.stop()
+
+
+def test_an_unreachable_host_says_what_was_tried_and_no_retry_it_will_not_make(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 41: `status --json` said "Connection refused; retry in 0s": no address, port or
+    user, and a retry a one-shot command never makes."""
+    sim = SimFleet(tmp_path / "sim", hosts=1, timing=Timing(load_s=0.2, decode_interval_s=0.2))
+    profile = sim.profiles_dir / "b300.toml"
+    asyncio.run(sim.start())
+    asyncio.run(sim.stop())  # nothing listens on its port any more
+    assert main(["status", "--json", "--profiles", str(sim.profiles_dir)]) == 3
+    (record,) = map(json.loads, capsys.readouterr().out.splitlines())
+    assert record["connection"] == "unreachable"
+    port = next(line for line in profile.read_text().splitlines() if line.startswith("port"))
+    assert f"127.0.0.1:{port.split('=')[1].strip()})" in record["detail"]
+    assert "retry" not in record["detail"]
