@@ -32,12 +32,14 @@ class EvidenceActions(Shell):
         self._snapshot(self.host_names)
 
     def action_hide_snapshot(self) -> None:
-        panel = self.query_one(SnapshotPanel)
-        if not panel.running:
+        panel = self.main(SnapshotPanel)
+        if panel is not None and not panel.running:
             panel.hide()
 
     def _snapshot(self, names: list[str]) -> None:
-        panel = self.query_one(SnapshotPanel)
+        panel = self.main(SnapshotPanel)
+        if panel is None:  # the app is closing
+            return
         if panel.running:
             self.notify("a snapshot is already running", title="snapshot")
             return
@@ -64,13 +66,17 @@ class EvidenceActions(Shell):
             raise
         self.post_message(SnapshotFinished(report))
 
+    # The panel is the main screen's: with a modal on top (help, the flag editor) or the app
+    # closing, `query_one` found none and the finished snapshot crashed the app.
     @on(SnapshotProgressed)
     def _snapshot_progress(self, message: SnapshotProgressed) -> None:
-        self.query_one(SnapshotPanel).progress(message.event)
+        if panel := self.main(SnapshotPanel):
+            panel.progress(message.event)
 
     @on(SnapshotFinished)
     def _snapshot_finished(self, message: SnapshotFinished) -> None:
-        self.query_one(SnapshotPanel).finish(message.report, message.error)
+        if panel := self.main(SnapshotPanel):
+            panel.finish(message.report, message.error)
 
     def _selected_package(self) -> Path | None:
         name = self.selected_host

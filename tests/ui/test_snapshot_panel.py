@@ -96,3 +96,44 @@ async def test_s_shows_progress_then_a_summary_and_S_snapshots_every_host(tmp_pa
             await pilot.press("q")
     finally:
         await asyncio.wait_for(sim.stop(), 10)
+
+
+async def test_a_snapshot_that_ends_behind_the_help_screen_is_shown_when_it_closes(
+    tmp_path: Path,
+) -> None:
+    """The panel is the main screen's: a snapshot that ends behind a modal is shown on it,
+    and one that ends as the app closes (a one-core CI run: `NoMatches` on the torn-down
+    screen) is dropped quietly."""
+    from tests.ui.support import until
+    from widgets.help_screen import HelpScreen
+
+    sim = SimFleet(tmp_path / "sim", hosts=1, timing=Timing(load_s=0.3, decode_interval_s=0.1))
+    profiles = await sim.start()
+    app = SpecopsApp(Fleet(profiles))
+    try:
+        async with app.run_test(size=(130, 44)) as pilot:
+            table = app.query_one(HostTable)
+            await until(
+                pilot,
+                lambda: all(
+                    r.state and r.state.state is ConnState.CONNECTED
+                    for r in table.rows_by_name.values()
+                ),
+            )
+            host = sim.hosts["b300"]
+            host.freeze()  # the snapshot waits while the help screen opens
+            await pilot.press("s")
+            panel = app.query_one(SnapshotPanel)
+            await until(pilot, lambda: panel.running)
+            await pilot.press("question_mark")
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+            await pilot.press("s")  # another snapshot from the help screen: none, no crash
+            host.thaw()
+            await until(pilot, lambda: not panel.running, timeout=30)
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+            assert app.is_running and "package" in unwrapped(shown(panel))
+            await pilot.press("q")
+        app._snapshot_finished(SnapshotFinished(None, "ended as the app closed"))  # torn down
+    finally:
+        await sim.stop()

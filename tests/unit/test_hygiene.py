@@ -148,6 +148,7 @@ def test_ruff_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.timeout(600)  # a fresh clone has no mypy cache: minutes on one shared core
 def test_mypy_clean() -> None:
     result = subprocess.run(_tool("mypy"), cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
