@@ -14,7 +14,9 @@ from textual.pilot import Pilot
 
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
+from console.transport.ssh import ConnState
 from tests.stand_ins import FakeClock
+from widgets.host_table import HostTable
 from widgets.rollout_view import RolloutScreen
 
 
@@ -43,6 +45,17 @@ async def until(pilot: Pilot[Any], predicate: Callable[[], object], timeout: flo
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
         await pilot.pause(0.05)
+
+
+async def all_connected(pilot: Pilot[Any], table: HostTable, timeout: float = 15) -> None:
+    """Until every host of the fleet table is connected."""
+    await until(
+        pilot,
+        lambda: all(
+            r.state and r.state.state is ConnState.CONNECTED for r in table.rows_by_name.values()
+        ),
+        timeout,
+    )
 
 
 def ticking(

@@ -16,8 +16,7 @@ from textual.widgets import Static
 from console.app import SpecopsApp
 from console.fleet.fleet import Fleet
 from console.hosts.profiles import load_fleet
-from console.transport.ssh import ConnState
-from tests.ui.support import simulated_fleet, until
+from tests.ui.support import all_connected, simulated_fleet, until
 from widgets.bench_view import BenchScreen
 from widgets.host_table import HostTable
 from widgets.snapshot_panel import SnapshotPanel
@@ -37,13 +36,7 @@ async def test_snapshot_then_r_writes_the_report_and_b_shows_the_bench_files(
         package = tmp_path / "sim" / "package"
         async with app.run_test(size=(140, 44)) as pilot:
             table = app.query_one(HostTable)
-            await until(
-                pilot,
-                lambda: all(
-                    r.state and r.state.state is ConnState.CONNECTED
-                    for r in table.rows_by_name.values()
-                ),
-            )
+            await all_connected(pilot, table)
             await pilot.press("s")
             panel = app.query_one(SnapshotPanel)
             await until(pilot, lambda: panel.report is not None)

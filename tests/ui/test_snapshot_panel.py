@@ -104,7 +104,7 @@ async def test_a_snapshot_that_ends_behind_the_help_screen_is_shown_when_it_clos
     """The panel is the main screen's: a snapshot that ends behind a modal is shown on it,
     and one that ends as the app closes (a one-core CI run: `NoMatches` on the torn-down
     screen) is dropped quietly."""
-    from tests.ui.support import until
+    from tests.ui.support import all_connected, until
     from widgets.help_screen import HelpScreen
 
     sim = SimFleet(tmp_path / "sim", hosts=1, timing=Timing(load_s=0.3, decode_interval_s=0.1))
@@ -113,13 +113,7 @@ async def test_a_snapshot_that_ends_behind_the_help_screen_is_shown_when_it_clos
     try:
         async with app.run_test(size=(130, 44)) as pilot:
             table = app.query_one(HostTable)
-            await until(
-                pilot,
-                lambda: all(
-                    r.state and r.state.state is ConnState.CONNECTED
-                    for r in table.rows_by_name.values()
-                ),
-            )
+            await all_connected(pilot, table)
             host = sim.hosts["b300"]
             host.freeze()  # the snapshot waits while the help screen opens
             await pilot.press("s")
