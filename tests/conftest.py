@@ -1,4 +1,5 @@
-"""Test isolation: no developer file (HOME, XDG dirs, ssh-agent) ever leaks into a test."""
+"""Test isolation: no developer file (HOME, XDG dirs, ssh-agent) ever leaks into a test; each
+test's timeout scaled to the machine (tests/pace.py)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,19 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_sep(
             "!", f"{len(skipped)} TESTS SKIPPED: A PROGRAM THEY RUN IS {MISSING}", yellow=True
         )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The per-test timeout (pyproject's, or a test's own `timeout` mark) scaled like every
+    real-time bound: a hang still fails, a starved core does not."""
+    from tests import pace
+
+    if pace.SLOWER == 1.0:
+        return
+    default = float(config.getini("timeout") or 0)
+    for item in items:
+        mark = item.get_closest_marker("timeout")
+        seconds = float(mark.args[0]) if mark is not None and mark.args else default
+        if seconds > 0:
+            item.add_marker(pytest.mark.timeout(pace.bound(seconds)), append=False)

@@ -52,7 +52,7 @@ from console.tuning.invocation import EXCEPTION_RE
 from console.tuning.plan import Plan, original_plan
 from console.tuning.rollback import entry_plan
 from console.watch.journal import decode_entry
-from console.watch.signatures import crash_signature
+from console.watch.signatures import crash_signature, record_signature
 
 log = logging.getLogger(__name__)
 
@@ -440,6 +440,8 @@ class ProbationGuard:
         host = probation.host
         session = self.sessions[host]
         service = session.profile.service
+        if crash.signature is None:
+            crash = await named(session, crash)
         entries = await history.load(session, service.unit)
         target = rollback_entry(entries, probation.entry)
         where = (
@@ -528,9 +530,8 @@ class ProbationGuard:
         """The crash into the history entry of the configuration that failed."""
         unit = session.profile.service.unit
         excerpt = await failing_journal(session, unit, crash.invocation)
-        signature = crash.signature
-        for line in excerpt:
-            signature = signature or crash_signature(line)
+        found = excerpt_crash(excerpt)
+        signature = crash.signature or (None if found is None else found[0])
         exception = next((ln.strip() for ln in reversed(excerpt) if EXCEPTION_RE.match(ln)), None)
         entries = await history.load(session, unit)
         for i, entry in enumerate(entries):
@@ -549,6 +550,32 @@ class ProbationGuard:
             )
             await history.save(session, unit, entries)
             return
+
+
+async def named(session: HostSession, crash: ProbationCrash) -> ProbationCrash:
+    """A restart seen before (or without) its crash line, named from the journal of the run
+    that died: a console started after the crash, or one whose follower reconnected across
+    it, still announces `cublas`, not `a restart`."""
+    excerpt = await failing_journal(session, session.profile.service.unit, crash.invocation)
+    found = excerpt_crash(excerpt)
+    if found is None:
+        return crash
+    signature, line = found
+    return replace(crash, signature=signature, line=line)
+
+
+def excerpt_crash(excerpt: Sequence[str]) -> tuple[str, str] | None:
+    """The crash the last lines of a dead run name, and the line that names it: from the first
+    signature line on, read as one record (a wrapper such as `Scheduler hit an exception:` is
+    named by the CUDA error further down)."""
+    start = next((i for i, line in enumerate(excerpt) if crash_signature(line)), None)
+    if start is None:
+        return None
+    rest = excerpt[start:]
+    signature = record_signature(rest)
+    assert signature is not None
+    line = next((ln for ln in rest if crash_signature(ln) == signature), rest[0])
+    return signature, line
 
 
 async def failing_journal(

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import pace
+
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
 SESSION = "specops-e2e"
@@ -42,7 +44,7 @@ class Pane:
 
     def wait_for(self, needle: str, timeout: float = 20.0, times: int = 1) -> str:
         """The pane's text once `needle` shows `times` times (hosts connect one by one)."""
-        deadline = time.monotonic() + timeout
+        deadline = pace.deadline(timeout)
         while time.monotonic() < deadline:
             text = self.text()
             if text.count(needle) >= times:
@@ -51,7 +53,7 @@ class Pane:
         raise AssertionError(f"{needle!r} never appeared; the pane shows:\n{self.text()}")
 
     def wait_gone(self, needle: str, timeout: float = 10.0) -> str:
-        deadline = time.monotonic() + timeout
+        deadline = pace.deadline(timeout)
         while time.monotonic() < deadline:
             text = self.text()
             if needle not in text:
@@ -150,7 +152,7 @@ def test_a_person_picks_a_host_snapshots_opens_flags_and_history_reads_help_and_
     pane.wait_gone("specops — keys")
 
     pane.keys("q")
-    deadline = time.monotonic() + 15
+    deadline = pace.deadline(15)
     marker = pane.marker
     while not marker.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -173,7 +175,7 @@ ROW = re.compile(
 
 def test_at_80x24_the_table_reads_health_accept_and_tok_s(small_pane: Pane) -> None:
     small_pane.wait_for("accept len", timeout=30)
-    deadline = time.monotonic() + 30
+    deadline = pace.deadline(30)
     rows: dict[str, re.Match[str]] = {}
     # While the server starts, /health reads 503 or closed; polled every 5 s.
     while time.monotonic() < deadline and [r["health"] for r in rows.values()] != ["ok", "ok"]:

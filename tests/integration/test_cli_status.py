@@ -14,6 +14,7 @@ import pytest
 from console.cli import main
 from console.sim.fleet import SimFleet, ThreadedSimFleet
 from console.sim.sglang import Timing
+from tests import pace
 
 
 def test_status_reports_health_and_spells_switches_on_off(
@@ -25,7 +26,7 @@ def test_status_reports_health_and_spells_switches_on_off(
     sim.start()
     try:
         hosts = sim.fleet.hosts
-        deadline = time.monotonic() + 10
+        deadline = pace.deadline(10)
         while not all(h.unit.server is not None and h.unit.server.ready for h in hosts.values()):
             assert time.monotonic() < deadline
             time.sleep(0.05)

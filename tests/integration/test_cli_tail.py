@@ -17,6 +17,7 @@ from console.hosts.profiles import Profile, load_fleet
 from console.transport import remote
 from console.transport.ssh import HostSession
 from console.watch.journal import gap_marker, invocation_marker
+from tests import pace
 from tests.integration.support import served_fleet
 
 UNIT = "sglang-k26-ddtree.service"
@@ -35,7 +36,7 @@ def specops(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def wait_for_output(*args: str, want: str, timeout: float = 30.0) -> str:
-    deadline = time.monotonic() + timeout
+    deadline = pace.deadline(timeout)
     while True:
         result = specops(*args)
         assert result.returncode == 0, result.stderr

@@ -10,10 +10,11 @@ from console.hosts.events import Event, HostStateChanged, JournalBatch, ServiceS
 from console.hosts.profiles import Profile
 from console.sim.fleet import SimFleet
 from console.transport.ssh import ConnState
+from tests import pace
 
 
 async def wait_for(events: list[Event], predicate, timeout: float = 10.0) -> Event:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
+    deadline = pace.deadline(timeout)
     while time.monotonic() < deadline:
         for event in events:
             if predicate(event):

@@ -12,10 +12,11 @@ from console.hosts.profiles import Profile
 from console.sim.fleet import SimFleet
 from console.transport.ssh import HostSession
 from console.watch.health import probe_health
+from tests import pace
 
 
 async def until(predicate: object, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = pace.deadline(timeout)
     while not predicate():  # type: ignore[operator]
         assert time.monotonic() < deadline, "condition not reached in time"
         await asyncio.sleep(0.05)

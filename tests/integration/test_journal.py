@@ -14,6 +14,7 @@ from console.sim.fleet import SimFleet
 from console.sim.journal import RateLimit
 from console.transport.ssh import Backoff, HostSession
 from console.watch.journal import DELIVERY_SLICE, JournalFollower
+from tests import pace
 
 QUICK = Backoff(initial_s=0.02, cap_s=0.2)
 UNIT = "seqtest.service"
@@ -30,7 +31,7 @@ async def session(profiles: list[Profile]) -> AsyncIterator[HostSession]:
 
 
 async def until(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = pace.deadline(timeout)
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")

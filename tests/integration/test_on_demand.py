@@ -22,6 +22,7 @@ from console.transport.ssh import ConnState
 from console.tuning.history import history_path
 from console.tuning.probation import ProbationAnnounced, ProbationEvent
 from console.watch.journal import read_back_marker
+from tests import pace
 from tests.stand_ins import FakeClock, PlannedOnlyGuard
 
 HOSTS = 32
@@ -45,7 +46,7 @@ async def sim(tmp_path: Path) -> AsyncIterator[SimFleet]:
 
 
 async def until(predicate: Callable[[], object], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = pace.deadline(timeout)
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")

@@ -20,12 +20,13 @@ from console.transport.ssh import (
     HostSession,
     HostState,
 )
+from tests import pace
 
 QUICK = Backoff(initial_s=0.05, cap_s=0.3)
 
 
 async def until(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
+    deadline = pace.deadline(timeout)
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")

@@ -20,6 +20,7 @@ from console.sim.fleet import SimFleet
 from console.transport import remote
 from console.transport.ssh import HostSession
 from console.watch.journal import LineFilter, decode_lines
+from tests import pace
 
 Fault = Callable[[], Awaitable[None]]
 
@@ -28,7 +29,7 @@ async def until(
     capsys: pytest.CaptureFixture[str], seen: list[str], want: str, timeout: float = 20.0
 ) -> None:
     """Collect stdout/stderr into `seen` ([out, err]) until `want` is in stderr."""
-    deadline = time.monotonic() + timeout
+    deadline = pace.deadline(timeout)
     while want not in seen[1]:
         captured = capsys.readouterr()
         seen[0] += captured.out
@@ -62,7 +63,7 @@ async def follow_through(
     )
     seen = ["", ""]
     try:
-        deadline = time.monotonic() + timeout
+        deadline = pace.deadline(timeout)
         while seen[0].count("\n") < 5:  # following, with decode lines arriving
             seen[0] += capsys.readouterr().out
             assert time.monotonic() < deadline and not task.done()
@@ -74,7 +75,7 @@ async def follow_through(
         await mend()
         await until(capsys, seen, "reconnected after", timeout)
         before = seen[0].count("\n")
-        deadline = time.monotonic() + timeout
+        deadline = pace.deadline(timeout)
         while seen[0].count("\n") < before + 10:  # records flow again
             seen[0] += capsys.readouterr().out
             assert time.monotonic() < deadline

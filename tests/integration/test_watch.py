@@ -28,6 +28,7 @@ from console.ledger import ledger
 from console.sim.failures import FailureTiming
 from console.sim.fleet import SimFleet, ThreadedSimFleet
 from console.sim.sglang import Timing
+from tests import pace
 
 UNIT = "sglang-k26-ddtree.service"
 DROPIN = f"/etc/systemd/system/{UNIT}.d/zz-specops.conf"
@@ -73,7 +74,7 @@ class Watching:
             self._queue.put(line)
 
     def wait_for(self, text: str, timeout: float = 60.0) -> str:
-        deadline = time.monotonic() + timeout
+        deadline = pace.deadline(timeout)
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -87,7 +88,7 @@ class Watching:
                 return line
 
     def drain(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
+        deadline = pace.deadline(seconds)
         while (left := deadline - time.monotonic()) > 0:
             with contextlib.suppress(queue.Empty):
                 self.lines.append(self._queue.get(timeout=left))

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from console.hosts.profiles import Profile
 from console.transport.ssh import Backoff, HostSession, HostState
+from tests import pace
 from tests.testbed.hosts import Host
 from tests.testbed.layout import SERVICE_PORT
 
@@ -16,7 +17,7 @@ QUICK = Backoff(initial_s=0.1, cap_s=1.0)
 
 async def until(predicate: Callable[[], object], timeout: float, what: str) -> None:
     """Wait for `predicate` (a liveness bound, not a timing assertion)."""
-    deadline = time.monotonic() + timeout
+    deadline = pace.deadline(timeout)
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"not reached within {timeout:.0f}s: {what}")

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests import pace
 from tests.testbed import layout
 from tests.testbed.netns import PREFIX, Link, set_link
 
@@ -96,7 +97,7 @@ class BootError(RuntimeError):
 def wait_for(
     predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05
 ) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = pace.deadline(timeout)
     while not predicate():
         if time.monotonic() > deadline:
             raise TimeoutError(f"testbed: {what} (not within {timeout:.0f}s)")
@@ -226,7 +227,7 @@ class Host:
     def _remove_cgroups(self) -> None:
         if not self.cgroup.exists():
             return
-        deadline = time.monotonic() + 10
+        deadline = pace.deadline(10)
         while True:
             try:
                 for dirpath, _dirs, _files in sorted(

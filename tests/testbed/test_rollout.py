@@ -24,6 +24,7 @@ from console.service.unit import ServiceExec, effective_service
 from console.transport.ssh import HostSession
 from console.tuning.plan import check_arguments, parse_assignments, read_plan
 from console.tuning.rollout import Rollout, RolloutOptions
+from tests import pace
 from tests.testbed.bed import Testbed
 from tests.testbed.helpers import connected
 from tests.testbed.hosts import Host
@@ -141,7 +142,7 @@ def specops(bed: Testbed, *args: str) -> subprocess.Popen[str]:
 
 def kill_at_restart(host: Host, pid: int, timeout: float) -> bool:
     old = host.show(UNIT, "InvocationID")["InvocationID"]
-    deadline = time.monotonic() + timeout
+    deadline = pace.deadline(timeout)
     while time.monotonic() < deadline:
         if host.show(UNIT, "InvocationID")["InvocationID"] != old:
             os.kill(pid, signal.SIGKILL)

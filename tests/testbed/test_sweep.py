@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from tests import pace
 from tests.testbed.bed import Testbed
 from tests.testbed.hosts import Host
 from tests.testbed.layout import UNIT
@@ -34,7 +35,7 @@ def test_a_console_killed_in_the_third_cell_is_resumed_and_ends_the_same_way(
     grid = ["budget=4,6,12", "--soak", "3", "--measure", "3"]
     console = subprocess.Popen([*base, *grid, *profiles], stdout=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 240
+        deadline = pace.deadline(240)
         record: dict[str, object] = {}
         # Killed mid-change: the third cell begun in the campaign, its change started on the
         # host and its flags in place (a slow console can be killed between these steps).

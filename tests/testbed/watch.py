@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests import pace
+
 IN_CREATE = 0x100
 IN_MOVED_TO = 0x80
 _EVENT = struct.Struct("iIII")
@@ -44,7 +46,7 @@ def on_file(
             raise OSError(ctypes.get_errno(), f"inotify_add_watch {directory}")
         with contextlib.suppress(PermissionError):  # root: run first when the event comes
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(50))
-        deadline = time.monotonic() + timeout
+        deadline = pace.deadline(timeout)
         while (left := deadline - time.monotonic()) > 0:
             if not select.select([fd], [], [], left)[0]:
                 break

@@ -15,6 +15,7 @@ from textual.pilot import Pilot
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
 from console.transport.ssh import ConnState
+from tests import pace
 from tests.stand_ins import FakeClock
 from widgets.host_table import HostTable
 from widgets.rollout_view import RolloutScreen
@@ -40,7 +41,7 @@ async def simulated_fleet(
 
 async def until(pilot: Pilot[Any], predicate: Callable[[], object], timeout: float = 15) -> None:
     """Let the app run until `predicate()` holds; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
+    deadline = pace.deadline(timeout)
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")

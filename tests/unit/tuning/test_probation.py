@@ -207,6 +207,20 @@ async def test_a_crash_five_minutes_after_kept_is_rolled_back(profile: Profile) 
     assert len(h.plans) == 1
 
 
+async def test_a_restart_seen_before_its_crash_line_is_announced_by_the_crash(
+    profile: Profile,
+) -> None:
+    """A console started after the crash (or whose follower reconnected across it) sees only
+    the new invocation; the dead run's journal still names the crash."""
+    h = Harness(profile)
+    h.guard.observe(InvocationChanged("b300", f"{3:032x}", f"{2:032x}", KEPT_AT + FIVE_MINUTES))
+    await h.settle()
+    announced = next(e for e in h.events if isinstance(e, ProbationAnnounced))
+    assert announced.crash.signature == "cublas"
+    assert "CUBLAS_STATUS_EXECUTION_FAILED" in announced.crash.line
+    assert stored(h.session)[2]["signature"] == "cublas"
+
+
 async def test_cancelling_the_countdown_leaves_the_host_alone(profile: Profile) -> None:
     h = Harness(profile)
     h.guard.countdown_s = 30
