@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rich.markup import escape
@@ -40,9 +39,9 @@ from console.cli.outcome import probation_note, report
 from console.hosts.events import ChangeAction, RolloutEvent, RolloutOutcome, RolloutProgress
 from console.hosts.profiles import Profile, select
 from console.service.execline import FlagError
-from console.service.gpu_model import read_gpu_model, unlike
 from console.transport.ssh import HostSession, RemoteError
 from console.tuning import group
+from console.tuning.group_plan import GroupRefused, Planner, plan_group
 from console.tuning.history import HistoryError
 from console.tuning.plan import Plan, parse_assignments, prepare
 from console.tuning.rollback import RollbackError, prepare_rollback
@@ -103,10 +102,6 @@ def add_group_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-Planner = Callable[[HostSession], Awaitable[Plan]]
-"""One host's plan, read from the host (FlagError / RollbackError refuse the whole rollout)."""
-
-
 def setting(profiles: list[Profile], assignments: list[str]) -> Planner:
     """`set HOST… NAME=VALUE…`: the same values on every host (validated for each profile
     here, before any host is reached; FlagError names the host)."""
@@ -155,18 +150,6 @@ async def run_group(
         await asyncio.gather(*(s.close() for s in sessions.values()))
 
 
-async def _plans(
-    sessions: dict[str, HostSession], profiles: list[Profile], planner: Planner
-) -> list[Plan]:
-    async def one(profile: Profile) -> Plan:
-        try:
-            return await planner(sessions[profile.name])
-        except (FlagError, HistoryError) as exc:
-            raise type(exc)(f"{profile.name}: {exc}") from None  # (a RollbackError names it)
-
-    return list(await asyncio.gather(*(one(p) for p in profiles)))
-
-
 async def _run(
     sessions: dict[str, HostSession],
     profiles: list[Profile],
@@ -175,39 +158,33 @@ async def _run(
     args: argparse.Namespace,
     action: ChangeAction,
 ) -> int:
+    hosts = [p.name for p in profiles]
     try:
-        plans = await _plans(sessions, profiles, planner)
+        planned = await plan_group(
+            sessions, hosts, planner, canary=args.canary, wave=wave, mixed=args.mixed
+        )
     except FlagError as exc:
         err.print(f"specops: {exc} (nothing was changed anywhere)", markup=False)
+        return EXIT_USAGE
+    except GroupRefused as exc:
+        err.print(f"specops: {exc}; --mixed to go on", markup=False)
         return EXIT_USAGE
     except (RollbackError, HistoryError, RemoteError) as exc:
         err.print(f"specops: {exc} (nothing was changed anywhere)", markup=False)
         return EXIT_FAILED
-    releases = {p.host: p.release or "unknown" for p in plans}
-    if len(set(releases.values())) > 1 and not args.mixed:
-        listed = ", ".join(f"{h} {r}" for h, r in releases.items())
-        err.print(f"specops: hosts on different SGLang releases ({listed}); --mixed to go on")
-        return EXIT_USAGE
-    found = await asyncio.gather(*(read_gpu_model(sessions[p.host]) for p in plans))
-    models = {p.host: model for p, model in zip(plans, found, strict=True)}
-    if (gpus := unlike(models)) is not None and not args.mixed:
-        err.print(f"specops: hosts with different GPUs ({gpus}); --mixed to go on")
-        return EXIT_USAGE
-    todo = [p for p in plans if p.changed]
-    for plan in plans:
-        if not plan.changed:
-            out.print(f"{plan.host}: already on it ({escape(plan.summary())}); skipped")
+    for plan in planned.skipped:
+        out.print(f"{plan.host}: already on it ({escape(plan.summary())}); skipped")
+    todo = planned.todo
     if not todo:
         return EXIT_OK
-    waves = group.waves_of(todo, args.canary, wave)
+    waves = planned.waves
     for diff, hosts in group.same_diffs(todo):
         out.print(f"[bold]{', '.join(hosts)}[/bold]:")
         for line in diff.splitlines():
             style = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1])
             out.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
-    for number, members in enumerate(waves, start=1):
-        kind = "canary" if number <= args.canary else "wave"
-        out.print(f"  {kind} {number}: {', '.join(p.host for p in members)}")
+    for line in planned.wave_lines():
+        out.print(f"  {line}")
     if args.dry_run:
         out.print("dry run: nothing was changed", style="dim")
         return EXIT_OK

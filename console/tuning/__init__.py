@@ -10,6 +10,8 @@
 - `bench_step.py`: a campaign's `--bench CMD`, run on the host after each window and read
   back through the bench reader;
 - `group.py`: one change to many hosts: a canary, then waves, stopping at the first failure;
+- `group_plan.py`: the plan of a change to many hosts, refused or split in waves before any
+  host is touched;
 - `plan.py`: the diff of a change, validated before anything touches a host;
 - `rollout.py`: apply → restart → new invocation → ready → health → smoke → soak → keep or
   roll back (to the last soaked configuration, else the unit's original);
