@@ -37,6 +37,7 @@ from console.ui.engine import EngineThread
 from console.ui.engine_bridge import FLUSH_INTERVAL_S, EngineBridge
 from console.ui.evidence_actions import EvidenceActions
 from console.ui.fleet_table import FleetTable
+from console.ui.group_actions import GroupActions
 from console.ui.help_palette import HelpPalette
 from console.ui.journal_keys import JournalKeys
 from console.ui.monitoring import METRICS_INTERVAL_S, STATS_INTERVAL_S
@@ -65,6 +66,7 @@ class SpecopsApp(
     JournalKeys,
     Alerts,
     EvidenceActions,
+    GroupActions,
     CampaignActions,
     HelpPalette,
 ):
@@ -74,6 +76,8 @@ class SpecopsApp(
     BINDINGS = [
         Binding("q", "quit", "Quit", id="quit"),
         Binding("f", "edit_flags", "Flags", id="flags-edit"),
+        Binding("space", "toggle_mark", "Mark", id="host-mark", show=False),
+        Binding("M", "mark_shown", "Mark shown", id="hosts-mark-shown", show=False),
         Binding("h", "show_history", "History", id="history-view", show=False),
         Binding("R", "rollback", "Roll back", id="rollback", show=False),
         # priority: handled when it arrives, so the keys typed after it (one burst from tmux)
@@ -122,6 +126,8 @@ class SpecopsApp(
         self.read_only = read_only or self.settings.read_only
         self._quit_asked = 0.0
         self._rollout_screens = {}
+        self._group_screens = {}
+        self._in_group_rollout = set()
         self._sweeps = {}
         self._campaign_screens = {}
         self.host_names = list(fleet.profiles)

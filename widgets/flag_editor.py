@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 
+from rich.markup import escape
 from rich.text import Text
 from textual import on, work
 from textual.actions import SkipAction
@@ -24,11 +25,13 @@ from console.hosts.profiles import FlagValue, Profile
 from console.service.execline import FlagError
 from console.service.flags import format_value, validate_value
 from console.transport.ssh import RemoteError
+from console.tuning.group_plan import GroupPlan
 from console.tuning.plan import Plan
 from widgets.ordered_input import OrderedInput
 from widgets.table_keys import CURSOR_BINDINGS, move_cursor
 
-Planner = Callable[[dict[str, FlagValue]], Awaitable[Plan]]
+Planner = Callable[[dict[str, FlagValue]], Awaitable["Plan | GroupPlan"]]
+"""The plan of the values typed: one host's, or the marked hosts' (console/ui/group_actions.py)."""
 
 HINT_TABLE = "enter edit · space toggle a switch · x revert · d review diff · escape close"
 HINT_EDIT = "enter keep · escape cancel · 'unset' removes a flag"
@@ -51,7 +54,7 @@ def diff_text(diff: str) -> Text:
     return text
 
 
-class FlagEditorScreen(ModalScreen["Plan | None"]):
+class FlagEditorScreen(ModalScreen["Plan | GroupPlan | None"]):
     DEFAULT_CSS = """
     FlagEditorScreen { align: center middle; }
     FlagEditorScreen > Vertical {
@@ -85,21 +88,25 @@ class FlagEditorScreen(ModalScreen["Plan | None"]):
         values: Mapping[str, FlagValue],
         planner: Planner,
         history: Mapping[str, str] | None = None,
+        title: str | None = None,
     ) -> None:
+        """`title`: what the change goes to when it is not the profile's host alone (the
+        marked hosts; their values are the first one's)."""
         super().__init__()
         self.profile = profile
+        self.title_text = title or self.profile.name
         self.history = dict(history or {})
         """Per flag: `good 8 · crashed 16` (console/tuning/flag_history.py)."""
         self.current = dict(values)
         self.pending: dict[str, FlagValue] = {}
-        self.plan: Plan | None = None
+        self.plan: Plan | GroupPlan | None = None
         self._planner = planner
         self._editing: str | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(
-                f"[b]flags · {self.profile.name}[/b] · {self.profile.service.unit}",
+                f"[b]flags · {escape(self.title_text)}[/b] · {self.profile.service.unit}",
                 id="flag-title",
             )
             table: DataTable[str] = DataTable(cursor_type="row", zebra_stripes=True, id="flags")

@@ -87,6 +87,8 @@ class HostRow:
     """Crash-looping: shown as such, in red, until the host has stayed up a while."""
     campaign: str | None = None
     """A tuning campaign owns the host (`specops sweep`): its id and cells done, or None."""
+    marked: bool = False
+    """Marked by the operator (`space`): the flag editor changes the marked hosts together."""
     extra: dict[str, str] = field(default_factory=dict)
 
     @property

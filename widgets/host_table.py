@@ -297,9 +297,10 @@ class HostTable(ScrollView, can_focus=True):
             accept = Text.assemble(accept, (f" {SOURCE_MARK[row.source]}", "dim"))
         # What the server did beats what the flags asked for (graphs can silently fall back).
         graph = row.graph if row.graph is not None else flags.get("cuda_graph")
+        name: Text | str = Text.assemble(("● ", "bold cyan"), row.name) if row.marked else row.name
         cells: list[Text | str] = [
             str(row.index),
-            row.name,
+            name,
             conn,
             health,
             unit,
@@ -529,6 +530,29 @@ class HostTable(ScrollView, can_focus=True):
         row.restarts, row.looping = recent, looping
         self.refresh_host(name)
         self._alarm_border()
+
+    # --- marks -------------------------------------------------------------------------
+
+    @property
+    def marked(self) -> list[str]:
+        """The marked hosts, in profile order (`#`), shown or hidden by the filter."""
+        return [n for n in self.order if self.rows_by_name[n].marked]
+
+    def toggle_mark(self, name: str) -> None:
+        row = self.rows_by_name[name]
+        row.marked = not row.marked
+        self.refresh_host(name)
+
+    def mark_shown(self) -> list[str]:
+        """Mark every host the table shows (a filter or a group picks them); when all of them
+        are marked already, clear every mark instead. The hosts marked now."""
+        clear = bool(self.names) and all(self.rows_by_name[n].marked for n in self.names)
+        for name in self.order if clear else self.names:
+            if self.rows_by_name[name].marked == (not clear):
+                continue
+            self.rows_by_name[name].marked = not clear
+            self.refresh_host(name)
+        return self.marked
 
     def mark_seen(self) -> None:
         """Every alert so far has been seen: the counts stop shouting."""

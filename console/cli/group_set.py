@@ -218,26 +218,9 @@ async def _run(
 
 
 def _summary(ended: group.GroupOutcome) -> None:
-    undone = [o.host for o in ended.undone if o.ok]
-    applied = ended.on_new_setting
-    back = [o for o in ended.outcomes if o.result.outcome is RolloutOutcome.ROLLED_BACK]
-    failed = [o.host for o in ended.outcomes if o.result.outcome is RolloutOutcome.FAILED]
     out.print(f"rollout {ended.rollout}:", style="bold")
-    out.print(f"  on the new setting: {', '.join(applied) or 'none'}")
-    for o in back:
-        why = ", ".join(x for x in (o.result.signature, o.result.stage) if x) or o.result.reason
-        out.print(f"  rolled back: {o.host} ({escape(why)})", soft_wrap=True)
-    if failed:
-        out.print(f"  [red]failed[/red] (not known healthy): {', '.join(failed)}")
-    if ended.untouched:
-        out.print(f"  never touched: {', '.join(ended.untouched)}")
-    if undone:
-        out.print(f"  put back (all or nothing): {', '.join(undone)}")
-    for o in ended.undone:
-        if not o.ok:
-            out.print(f"  [red]could not be put back[/red]: {o.host} ({escape(o.result.reason)})")
-    for host, why in ended.undo_errors.items():
-        out.print(f"  [red]could not be put back[/red]: {host} ({escape(why)})", soft_wrap=True)
+    for line, alarming in ended.summary():
+        out.print(f"  {line}", style="red" if alarming else None, markup=False, soft_wrap=True)
 
 
 def _record(ended: group.GroupOutcome) -> dict[str, Any]:

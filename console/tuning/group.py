@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from console.hosts.clock import SYSTEM, Clock
-from console.hosts.events import ChangeAction, RolloutEvent
+from console.hosts.events import ChangeAction, RolloutEvent, RolloutOutcome
 from console.service.execline import FlagError
 from console.transport.ssh import HostSession, RemoteError
 from console.tuning.change import ChangeOutcome, change
@@ -104,6 +104,29 @@ class GroupOutcome:
     @property
     def unreachable(self) -> bool:
         return any(o.result.unreachable for o in self.outcomes)
+
+    def summary(self) -> list[tuple[str, bool]]:
+        """What became of each host, a line per kind, and whether the line is alarming:
+        on the new setting, rolled back (signature and stage), failed, never touched, put
+        back or not by all or nothing."""
+        lines = [(f"on the new setting: {', '.join(self.on_new_setting) or 'none'}", False)]
+        for o in self.outcomes:
+            if o.result.outcome is RolloutOutcome.ROLLED_BACK:
+                why = ", ".join(x for x in (o.result.signature, o.result.stage) if x)
+                lines.append((f"rolled back: {o.host} ({why or o.result.reason})", False))
+        failed = [o.host for o in self.outcomes if o.result.outcome is RolloutOutcome.FAILED]
+        if failed:
+            lines.append((f"failed (not known healthy): {', '.join(failed)}", True))
+        if self.untouched:
+            lines.append((f"never touched: {', '.join(self.untouched)}", False))
+        if undone := [o.host for o in self.undone if o.ok]:
+            lines.append((f"put back (all or nothing): {', '.join(undone)}", False))
+        for o in self.undone:
+            if not o.ok:
+                lines.append((f"could not be put back: {o.host} ({o.result.reason})", True))
+        for host, why in self.undo_errors.items():
+            lines.append((f"could not be put back: {host} ({why})", True))
+        return lines
 
 
 def new_rollout_id() -> str:

@@ -14,6 +14,8 @@ domain imports this package. Each module holds one concern of the app as a typed
 - `alerts.py`: crash alerts, changes that did not finish, the audit log;
 - `evidence_actions.py`: snapshot, bench results, compare, report;
 - `rollout_actions.py`: flag editor, rollback, rollout, probation;
+- `group_actions.py`: marks (`space`, `M`) and the flag editor over the marked hosts: a group
+  rollout, canary then waves, on its screen;
 - `campaign_actions.py`: `C`: a tuning campaign's setup, its run on the engine, its screen;
 - `help_palette.py`: the help screen and the command palette;
 - `shell.py`: `Shell`, the state and helpers the mixins share.

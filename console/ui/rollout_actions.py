@@ -21,6 +21,7 @@ from console.transport.ssh import RemoteError
 from console.tuning import history
 from console.tuning.change import ChangeOutcome, change
 from console.tuning.flag_history import flag_history
+from console.tuning.group_plan import GroupPlan
 from console.tuning.history import HistoryEntry
 from console.tuning.history_rows import read_host_history
 from console.tuning.plan import Plan, prepare
@@ -54,6 +55,8 @@ class RolloutActions(Shell):
 
     _rollout_screens: dict[str, RolloutScreen]
     """The newest rollout screen per host: where that host's rollout events are shown."""
+    _in_group_rollout: set[str]
+    """Hosts a group rollout of this console is changing (console/ui/group_actions.py)."""
 
     # --- flags -----------------------------------------------------------------------------
 
@@ -108,13 +111,15 @@ class RolloutActions(Shell):
 
     def _changing(self, name: str) -> bool:
         """A change of this console runs on `name` (its own, or a probation rollback)."""
-        if name in self.probation.rolling:
+        if name in self.probation.rolling or name in self._in_group_rollout:
             return True
         mine = (rollout_group(name), campaign_group(name))  # a campaign's cells are changes
         return any(w.group in mine and not w.is_finished for w in self.workers)
 
-    def _flags_confirmed(self, plan: Plan | None, action: ChangeAction = ChangeAction.SET) -> None:
-        if plan is None:
+    def _flags_confirmed(
+        self, plan: Plan | GroupPlan | None, action: ChangeAction = ChangeAction.SET
+    ) -> None:
+        if not isinstance(plan, Plan):
             return
         self._show_rollout(plan, action)
         self._start_rollout(plan, action)
