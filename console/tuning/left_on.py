@@ -61,6 +61,7 @@ class LeftOn:
                 outcome=self.entry.outcome,
                 who=self.entry.who,
                 started_at=self.entry.started_at,
+                rollout=self.entry.rollout or None,
             )
         return data
 
@@ -93,7 +94,8 @@ def _differing(
 
 def _entry_note(entry: HistoryEntry) -> str:
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.started_at))
-    what = f"{entry.what} #{entry.n} by {entry.who}, {when}"
+    rollout = f" of rollout {entry.rollout}" if entry.rollout else ""
+    what = f"{entry.what} #{entry.n}{rollout} by {entry.who}, {when}"
     if entry.outcome == "started":
         return f"{what}, never finished: the console stopped or lost the link (or still runs)"
     if entry.outcome == "abandoned":
