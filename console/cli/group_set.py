@@ -41,7 +41,7 @@ from console.hosts.profiles import Profile, select
 from console.service.execline import FlagError
 from console.transport.ssh import HostSession, RemoteError
 from console.tuning import group
-from console.tuning.group_plan import GroupRefused, Planner, plan_group
+from console.tuning.group_plan import GroupRefused, Planner, minutes, plan_group
 from console.tuning.history import HistoryError
 from console.tuning.plan import Plan, parse_assignments, prepare
 from console.tuning.rollback import RollbackError, prepare_rollback
@@ -161,7 +161,13 @@ async def _run(
     hosts = [p.name for p in profiles]
     try:
         planned = await plan_group(
-            sessions, hosts, planner, canary=args.canary, wave=wave, mixed=args.mixed
+            sessions,
+            hosts,
+            planner,
+            canary=args.canary,
+            wave=wave,
+            mixed=args.mixed,
+            soak_s=args.soak,
         )
     except FlagError as exc:
         err.print(f"specops: {exc} (nothing was changed anywhere)", markup=False)
@@ -185,6 +191,11 @@ async def _run(
             out.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
     for line in planned.wave_lines():
         out.print(f"  {line}")
+    out.print(
+        f"  about {minutes(planned.estimated_s)} (each host's past changes; a wave lasts as "
+        "long as its slowest host)",
+        style="dim",
+    )
     if args.dry_run:
         out.print("dry run: nothing was changed", style="dim")
         return EXIT_OK

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from console.hosts.profiles import FlagValue
 from console.service.execline import FlagError
 from console.service.gpu_model import read_gpu_model, unlike
-from console.transport.ssh import HostSession
-from console.tuning import group
+from console.transport.ssh import HostSession, RemoteError
+from console.tuning import campaign as grids
+from console.tuning import group, history
 from console.tuning.history import HistoryError
 from console.tuning.plan import Plan
 
@@ -39,6 +40,14 @@ class GroupPlan:
     waves: tuple[tuple[Plan, ...], ...]
     """The hosts that change, the canary hosts each in a wave of their own first."""
     canary: int
+    seconds: Mapping[str, float] = field(default_factory=dict)
+    """Each changing host's expected change (restart, load, smoke, soak): the median of its
+    past changes, else its soak and a minute."""
+
+    @property
+    def estimated_s(self) -> float:
+        """The whole rollout: the waves one after another, each as long as its slowest host."""
+        return sum(max(self.seconds.get(p.host, 0.0) for p in wave) for wave in self.waves)
 
     @property
     def todo(self) -> list[Plan]:
@@ -85,8 +94,15 @@ class GroupPlan:
         text = f"{todo} of {len(self.plans)} hosts in {len(self.waves)} waves"
         if self.skipped:
             text += f" ({', '.join(p.host for p in self.skipped)} already on it)"
+        if self.seconds:
+            text += f", about {minutes(self.estimated_s)}"
         first = self.todo[0].summary() if self.todo else "nothing to change"
         return f"{first}; {text}"
+
+
+def minutes(seconds: float) -> str:
+    """`40s`, `3 min`: a rollout's expected length."""
+    return f"{seconds:.0f}s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 async def plan_group(
@@ -97,6 +113,7 @@ async def plan_group(
     canary: int = 1,
     wave: Callable[[int], int] | None = None,
     mixed: bool = False,
+    soak_s: float | None = None,
 ) -> GroupPlan:
     """Every host's plan and the waves; FlagError / HistoryError / RollbackError /
     RemoteError name the host they come from, GroupRefused says which hosts differ."""
@@ -120,4 +137,15 @@ async def plan_group(
         raise GroupRefused(f"hosts with different GPUs ({gpus})")
     todo = [p for p in plans if p.changed]
     waves = group.waves_of(todo, canary, wave or group.wave_size("25%"))
-    return GroupPlan(tuple(plans), tuple(tuple(w) for w in waves), canary)
+    took = await asyncio.gather(*(_change_seconds(sessions[p.host], soak_s) for p in todo))
+    seconds = {p.host: s for p, s in zip(todo, took, strict=True)}
+    return GroupPlan(tuple(plans), tuple(tuple(w) for w in waves), canary, seconds)
+
+
+async def _change_seconds(session: HostSession, soak_s: float | None) -> float:
+    service = session.profile.service
+    try:
+        entries = await history.load(session, service.unit)
+    except (HistoryError, RemoteError):
+        entries = []
+    return grids.cell_seconds(entries, service.soak_s if soak_s is None else soak_s, 0.0)

@@ -32,14 +32,16 @@ class Host:
     """What plan_group asks of a host beyond its plan: nvidia-smi's GPU names."""
 
     name: str
+    profile: Profile
     gpus: str = H100 * 8
     commands: list[str] = field(default_factory=list)
 
     async def run(
         self, command: remote.Command, timeout: float = 30.0, check: bool = True
     ) -> Result:
-        self.commands.append(" ".join(command.argv))
-        return Result(" ".join(command.argv), 0, self.gpus, "", 0.0)
+        line = " ".join(command.argv)
+        self.commands.append(line)
+        return Result(line, 0, self.gpus if "nvidia-smi" in line else "", "", 0.0)  # no history
 
 
 def hosts(*found: Host) -> dict[str, HostSession]:
@@ -67,7 +69,7 @@ async def test_alike_hosts_share_one_diff_and_a_host_on_it_already_is_skipped(
     names = ["b300-1", "b300-2", "b300-3", "b300-4", "b300-5", "b300-6"]
     plans = {n: plan_on(profile, n) for n in names}
     plans["b300-4"] = plan_on(profile, "b300-4", CAT_16)  # on budget 16 already
-    sessions = hosts(*(Host(n) for n in names))
+    sessions = hosts(*(Host(n, profile) for n in names))
     planned = await plan_group(sessions, names, planner(plans), wave=group.wave_size("50%"))
     assert [p.host for p in planned.skipped] == ["b300-4"]
     assert [[p.host for p in w] for w in planned.waves] == [
@@ -79,12 +81,14 @@ async def test_alike_hosts_share_one_diff_and_a_host_on_it_already_is_skipped(
     assert planned.diff.count("# b300-1, b300-2, b300-3, b300-5, b300-6\n") == 1
     assert planned.diff.count("+    --speculative-num-draft-tokens 16") == 1
     assert "(b300-4 already on it)" in planned.summary()
+    # No past change to go by: a host takes its soak (60 s) and a minute; three waves.
+    assert planned.estimated_s == 3 * 120 and "about 6 min" in planned.summary()
     assert planned.old_values["budget"] == 8
 
 
 async def test_hosts_on_different_releases_are_refused_unless_mixed(profile: Profile) -> None:
     plans = {"a": plan_on(profile, "a"), "b": plan_on(profile, "b", release="0.5.9-ddtree")}
-    sessions = hosts(*(Host(n) for n in plans))
+    sessions = hosts(*(Host(n, profile) for n in plans))
     with pytest.raises(
         GroupRefused, match=r"different SGLang releases \(a 0.5.23, b 0.5.9-ddtree\)"
     ):
@@ -95,7 +99,7 @@ async def test_hosts_on_different_releases_are_refused_unless_mixed(profile: Pro
 
 async def test_hosts_with_different_gpus_are_refused_unless_mixed(profile: Profile) -> None:
     plans = {"a": plan_on(profile, "a"), "b": plan_on(profile, "b")}
-    sessions = hosts(Host("a"), Host("b", gpus=H100 * 4))
+    sessions = hosts(Host("a", profile), Host("b", profile, gpus=H100 * 4))
     with pytest.raises(GroupRefused, match=r"different GPUs .*4× NVIDIA H100"):
         await plan_group(sessions, ["a", "b"], planner(plans))
     assert (await plan_group(sessions, ["a", "b"], planner(plans), mixed=True)).changed
@@ -103,7 +107,7 @@ async def test_hosts_with_different_gpus_are_refused_unless_mixed(profile: Profi
 
 async def test_a_bad_value_on_one_host_refuses_the_rollout_naming_it(profile: Profile) -> None:
     plans: dict[str, Plan | None] = {"a": plan_on(profile, "a"), "b": None}
-    sessions = hosts(*(Host(n) for n in plans))
+    sessions = hosts(*(Host(n, profile) for n in plans))
     with pytest.raises(FlagError, match=r"^b: budget: must be between"):
         await plan_group(sessions, ["a", "b"], planner(plans))
     assert all("nvidia-smi" not in c for h in sessions.values() for c in cast(Host, h).commands)
