@@ -25,9 +25,9 @@ from console.hosts.profiles import FlagValue, Profile
 from console.service.execline import FlagError
 from console.service.flags import format_value, validate_value
 from console.transport.ssh import RemoteError
-from console.tuning.group_plan import GroupPlan
+from console.tuning.group_plan import GroupPlan, GroupRefused
 from console.tuning.plan import Plan
-from widgets.ordered_input import OrderedInput
+from widgets.ordered_input import OrderedInput, drained
 from widgets.table_keys import CURSOR_BINDINGS, move_cursor
 
 Planner = Callable[[dict[str, FlagValue]], Awaitable["Plan | GroupPlan"]]
@@ -173,14 +173,15 @@ class FlagEditorScreen(ModalScreen["Plan | GroupPlan | None"]):
         table = self.query_one(DataTable)
         move_cursor(table, rows, focused=self._editing is None and self.focused is table)
 
-    def action_edit_selected(self) -> None:
+    async def action_edit_selected(self) -> None:
+        if self._editing is not None:  # enter in the value field: keep the value
+            field = self.query_one(OrderedInput)
+            await drained(field)  # the keys typed before enter are in it; those after are not
+            self._keep(field.value)
+            return
         name = self.selected
-        if (
-            name is None
-            or self._editing is not None
-            or self.focused is not self.query_one(DataTable)
-        ):
-            raise SkipAction()  # the value field's own enter (submit), or nothing to edit
+        if name is None or self.focused is not self.query_one(DataTable):
+            raise SkipAction()  # nothing to edit
         self._edit(name)
 
     @on(DataTable.RowSelected)
@@ -200,13 +201,13 @@ class FlagEditorScreen(ModalScreen["Plan | GroupPlan | None"]):
         self._hint(HINT_EDIT)
         self.set_focus(field)  # now, not after the keys already on their way
 
-    @on(Input.Submitted)
-    def _submitted(self, message: Input.Submitted) -> None:
+    def _keep(self, text: str) -> None:
+        """The value typed, validated, as the flag's new value (the table has focus again)."""
         name = self._editing
         if name is None:
             return
         try:
-            value = validate_value(name, self.profile.flags[name], message.value)
+            value = validate_value(name, self.profile.flags[name], text)
         except FlagError as exc:
             self._error(str(exc))
             return
@@ -218,7 +219,7 @@ class FlagEditorScreen(ModalScreen["Plan | GroupPlan | None"]):
         self.remove_class("-editing")
         self._error("")
         self._hint(HINT_TABLE)
-        self.query_one(DataTable).focus()
+        self.set_focus(self.query_one(DataTable))  # now: the keys on their way go there
 
     def action_toggle_switch(self) -> None:
         name = self.selected
@@ -252,7 +253,7 @@ class FlagEditorScreen(ModalScreen["Plan | GroupPlan | None"]):
     async def _make_plan(self, changes: dict[str, FlagValue]) -> None:
         try:
             plan = await self._planner(changes)
-        except (FlagError, RemoteError) as exc:
+        except (FlagError, RemoteError, GroupRefused) as exc:
             self._hint(HINT_TABLE)
             self._error(str(exc))
             return

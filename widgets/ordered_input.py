@@ -9,6 +9,8 @@ deleted). Here the field's own bindings run in its key handler, in turn with the
 
 from __future__ import annotations
 
+import asyncio
+
 from textual import events
 from textual.binding import Binding
 from textual.widgets import Input
@@ -22,6 +24,19 @@ def _own_keys() -> dict[str, str]:
             for key in binding.key.split(","):
                 keys[key.strip()] = binding.action
     return keys
+
+
+async def drained(widget: Input) -> None:
+    """Once `widget` has handled every key already forwarded to it.
+
+    For a priority binding that ends an edit (enter in the flag editor): the App dispatches
+    keys one by one, but a field handles them later, from its own queue. Awaited in the
+    binding's action, the App dispatches nothing more until the keys typed before enter are
+    in the field, and the keys typed after it go where the focus is then, not into the field.
+    """
+    done = asyncio.Event()
+    if widget.call_later(done.set):
+        await done.wait()
 
 
 class OrderedInput(Input):

@@ -28,7 +28,8 @@ Planner = Callable[[HostSession], Awaitable[Plan]]
 
 
 class GroupRefused(ValueError):
-    """The hosts may not take one change together (different releases or GPUs)."""
+    """The hosts may not take one change together (different releases or GPUs; the CLI's
+    `--mixed` goes on regardless)."""
 
 
 @dataclass(frozen=True)

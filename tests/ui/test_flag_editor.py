@@ -166,9 +166,10 @@ async def test_keys_typed_in_one_burst_all_reach_the_value_and_the_column_fits_i
     app = SpecopsApp(Fleet(load_fleet(fleet.profiles_dir)))
     async with app.run_test(size=(80, 24)) as pilot:
         editor = await open_editor(app, pilot)
-        # As tmux delivers `Down Down Down Down Enter 2 0 4 8 Enter` from one send-keys: no
-        # pause between keys (the downs reach max_running before enter opens it). The field
-        # opens with the current value selected: typing replaces it.
+        # As tmux delivers `Down Down Down Down Enter 2 0 4 8 Enter d` from one send-keys: no
+        # pause between keys (the downs reach max_running before enter opens it, the d after
+        # enter reaches the table, not the field). The field opens with the current value
+        # selected: typing replaces it.
         for key, char in (
             *[("down", None)] * 4,
             ("enter", "\r"),
@@ -177,9 +178,11 @@ async def test_keys_typed_in_one_burst_all_reach_the_value_and_the_column_fits_i
             ("4", "4"),
             ("8", "8"),
             ("enter", "\r"),
+            ("d", "d"),
         ):
             app.post_message(events.Key(key, char))
         await until(pilot, lambda: editor.pending.get("max_running") == 2048)
+        await until(pilot, lambda: editor.plan is not None)  # the d: its diff, reviewed
         table = editor.query_one(DataTable)
         assert table.get_cell("max_running", "new") == "2048"
         new = table.columns[ColumnKey("new")]
@@ -187,6 +190,8 @@ async def test_keys_typed_in_one_burst_all_reach_the_value_and_the_column_fits_i
         await until(pilot, lambda: new.get_render_width(table) >= len("2048") + 2)
         shown = app.export_screenshot()
         assert "2048" in shown
+        diff = text_of(editor.query_one("#flag-diff-text", Static))
+        assert "+    --max-running-requests 2048" in diff
         await pilot.press("escape", "escape", "q")
 
 

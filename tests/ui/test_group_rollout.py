@@ -126,3 +126,26 @@ async def test_a_failing_host_stops_the_rollout_and_the_rest_are_never_touched(
         await pilot.press("M")  # all marked already: the marks are cleared
         assert table.marked == []
         await pilot.press("q")
+
+
+async def test_hosts_on_different_releases_are_refused_in_the_editor(tmp_path: Path) -> None:
+    timing = Timing(load_s=0.3, decode_interval_s=0.1)
+    sim = SimFleet(tmp_path / "mixed", hosts=2, timing=timing, versions=("0.5.9-ddtree", "0.5.23"))
+    await sim.start()
+    try:
+        app = SpecopsApp(Fleet(load_fleet(sim.profiles_dir)))
+        async with app.run_test(size=(140, 44)) as pilot:
+            await all_connected(pilot, app.query_one(HostTable))
+            await pilot.press("M", "f")
+            await until(pilot, lambda: isinstance(app.screen, FlagEditorScreen))
+            editor = app.screen
+            assert isinstance(editor, FlagEditorScreen)
+            await pilot.press("enter", "backspace", "4", "enter", "d")
+            error = editor.query_one("#flag-error", Static)
+            await until(pilot, lambda: "different SGLang releases" in str(error.render()))
+            assert editor.plan is None
+            await pilot.press("escape", "q")
+        for host in sim.hosts.values():
+            assert not any(c.startswith(CHANGING) for c in host.commands)
+    finally:
+        await asyncio.wait_for(sim.stop(), 10)
