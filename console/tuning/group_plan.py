@@ -91,14 +91,19 @@ class GroupPlan:
         ]
 
     def summary(self) -> str:
-        todo = len(self.todo)
-        text = f"{todo} of {len(self.plans)} hosts in {len(self.waves)} waves"
+        todo, waves = len(self.todo), len(self.waves)
+        text = f"{todo} of {counted(len(self.plans), 'host')} in {counted(waves, 'wave')}"
         if self.skipped:
             text += f" ({', '.join(p.host for p in self.skipped)} already on it)"
         if self.seconds:
             text += f", about {minutes(self.estimated_s)}"
         first = self.todo[0].summary() if self.todo else "nothing to change"
         return f"{first}; {text}"
+
+
+def counted(n: int, what: str) -> str:
+    """`1 host`, `3 hosts`."""
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
 
 
 def minutes(seconds: float) -> str:

@@ -19,7 +19,7 @@ from textual import on
 from console.hosts.events import ChangeAction, RolloutEvent
 from console.hosts.profiles import FlagValue
 from console.tuning import group
-from console.tuning.group_plan import GroupPlan, plan_group
+from console.tuning.group_plan import GroupPlan, counted, plan_group
 from console.tuning.plan import Plan, prepare
 from console.ui.rollout_actions import RolloutActions
 from widgets.flag_editor import FlagEditorScreen
@@ -90,7 +90,7 @@ class GroupActions(RolloutActions):
 
             return await self.on_hosts(marked, plan, "flags")
 
-        title = f"{len(marked)} marked hosts: {', '.join(marked)}"
+        title = f"{counted(len(marked), 'marked host')}: {', '.join(marked)}"
         editor = FlagEditorScreen(first, running or {}, planner, title=title)
         self.push_screen(editor, callback=self._group_confirmed)
 
