@@ -169,7 +169,8 @@ class Watch:
         self._shown[host] = key
         if probation is None:
             text = (
-                "no longer on probation (window over, or a newer change): crashes are alerts"
+                "no longer on probation (window over, a newer change, or a rollback): "
+                "crashes are alerts"
                 if was_on
                 else "not on probation"
             )

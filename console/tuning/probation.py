@@ -57,6 +57,10 @@ from console.watch.signatures import crash_signature, record_signature
 log = logging.getLogger(__name__)
 
 STAGE = "probation"
+UNSIGNED = (
+    "it restarted with no crash signature in its journal (stopped, killed or restarted from "
+    "outside?): an alert, not a rollback"
+)
 EXCERPT_LINES = 40
 CONNECT_WAIT_S = 30.0
 """A host whose connection dropped again right after connecting has its history read once it
@@ -88,13 +92,16 @@ class Probation:
 def probation_of(
     host: str, entries: Sequence[HistoryEntry], probation_s: float, now: float
 ) -> Probation | None:
-    """The host's probation, or None: its newest entry is a kept one less than `probation_s`
-    old. An entry still "started" (a change running) or a failed one ends it."""
+    """The host's probation, or None: its newest entry is a kept change less than
+    `probation_s` old. An entry still "started" (a change running), a failed one or a kept
+    rollback (the operator's or probation's own: back where it chose) ends it."""
     if probation_s <= 0 or not entries:
         return None
     newest = max(entries, key=lambda e: e.n)
     if newest.outcome != "kept" or newest.finished_at is None:
         return None
+    if newest.kind == "rollback":
+        return None  # going back is the operator's (or probation's) choice: nothing to undo
     until = newest.finished_at + probation_s
     if now > until:
         return None
@@ -450,12 +457,19 @@ class ProbationGuard:
             else "the unit's original configuration"
         )
         reason = None
-        if self.read_only is not None:
+        if crash.signature is None:
+            reason = UNSIGNED
+        elif self.read_only is not None:
             reason = f"{self.read_only}: alert only"
         elif not service.auto_rollback:
             reason = "service.auto_rollback = false: not rolling back"
         countdown = service.rollback_countdown_s if self.countdown_s is None else self.countdown_s
         self.on_event(ProbationAnnounced(host, crash, countdown, where, reason))
+        if crash.signature is None:
+            # Nothing noted in the history either: a crash of this configuration later in
+            # the window is still rolled back.
+            self._handled.discard((host, probation.entry.n))
+            return
         if self.read_only is not None:
             return  # not even the history: a read-only console changes nothing on a host
         if reason is not None:
@@ -495,7 +509,7 @@ class ProbationGuard:
         detail = f"back on {where}" if outcome.ok else f"the rollback to {where} failed"
         self.on_event(ProbationDone(host, outcome.ok, detail, outcome=outcome))
         with contextlib.suppress(HistoryError, RemoteError):
-            await self.refresh(host)  # a kept rollback starts a probation of its own
+            await self.refresh(host)  # back where it was: the probation ends
 
     async def _change(
         self, session: HostSession, plan: Plan, crash: ProbationCrash

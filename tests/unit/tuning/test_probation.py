@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -25,6 +25,7 @@ from console.transport.ssh import Result
 from console.tuning.history import HistoryEntry, history_path
 from console.tuning.plan import Plan
 from console.tuning.probation import (
+    UNSIGNED,
     CampaignSeen,
     Probation,
     ProbationAnnounced,
@@ -112,6 +113,7 @@ class FakeSession:
     profile: Profile
     files: dict[str, str] = field(default_factory=dict)
     name: str = "b300"
+    journal: list[str] = field(default_factory=lambda: list(CRASH_LINES))
 
     async def run(
         self, command: remote.Command, timeout: float = 30.0, check: bool = True
@@ -126,7 +128,7 @@ class FakeSession:
             self.files[argv[-1]] = self.files.pop(argv[-2])
         elif argv[0] == "journalctl":
             stdout = "".join(
-                json.dumps({"MESSAGE": m, "__CURSOR": "c"}) + "\n" for m in CRASH_LINES
+                json.dumps({"MESSAGE": m, "__CURSOR": "c"}) + "\n" for m in self.journal
             )
         elif argv[:2] == ("systemctl", "cat"):
             stdout = CAT
@@ -219,6 +221,32 @@ async def test_a_restart_seen_before_its_crash_line_is_announced_by_the_crash(
     assert announced.crash.signature == "cublas"
     assert "CUBLAS_STATUS_EXECUTION_FAILED" in announced.crash.line
     assert stored(h.session)[2]["signature"] == "cublas"
+
+
+async def test_a_restart_with_no_crash_signature_is_an_alert_not_a_rollback(
+    profile: Profile,
+) -> None:
+    h = Harness(profile)
+    h.session.journal = ["Decode batch, accept len: 4.41", "Received SIGTERM, shutting down"]
+    before = dict(h.session.files)
+    h.guard.observe(InvocationChanged("b300", f"{3:032x}", f"{2:032x}", KEPT_AT + FIVE_MINUTES))
+    await h.settle()
+    announced = next(e for e in h.events if isinstance(e, ProbationAnnounced))
+    assert announced.crash.signature is None and announced.reason == UNSIGNED
+    assert h.plans == [] and h.session.files == before  # nothing noted, nothing changed
+    # The same configuration crashing later in the window is still rolled back.
+    h.session.journal = list(CRASH_LINES)
+    h.guard.observe(crash_at(KEPT_AT + FIVE_MINUTES + 60))
+    await h.settle()
+    (plan,) = h.plans
+    assert plan.new_values["max_running"] == 64
+
+
+def test_a_kept_rollback_is_not_on_probation() -> None:
+    """Going back (the operator's rollback, or probation's) is where someone chose to be: a
+    crash there is an alert, never a rollback to the configuration just left."""
+    back = replace(entry(3, "kept", 64, "rollback"), finished_at=KEPT_AT + 10)
+    assert probation_of("b300", [*HISTORY, back], 1800, KEPT_AT + FIVE_MINUTES) is None
 
 
 async def test_cancelling_the_countdown_leaves_the_host_alone(profile: Profile) -> None:
