@@ -73,7 +73,7 @@ async def cmd_history(args: argparse.Namespace) -> int:
     finally:
         await session.close()
     good = history.last_good(entries)
-    path = history.history_path(unit)
+    path = history.history_path(unit, profile.service.state_dir)
     if args.json:
         record = {
             "host": profile.name,

@@ -45,6 +45,7 @@ from console.hosts.events import (
 )
 from console.hosts.profiles import select
 from console.service.execline import FlagError
+from console.transport.host_files import state_refused
 from console.transport.ssh import Disconnected, HostSession, RemoteError
 from console.tuning import history
 from console.tuning.change import change
@@ -259,6 +260,9 @@ async def run_plan(
             return EXIT_USAGE
         if checked:
             err.print(f"  [green]✓[/green] the build knows {escape(', '.join(checked))}")
+    if (unwritable := await state_refused(session)) is not None:
+        err.print(f"specops: {profile.name}: {unwritable}; nothing was changed", markup=False)
+        return EXIT_FAILED
     if args.dry_run:
         if plan.dropin is None:
             out.print(f"dry run: would remove {plan.dropin_path}", style="dim", soft_wrap=True)

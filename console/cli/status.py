@@ -14,6 +14,7 @@ from console.hosts.events import ServiceStatus
 from console.hosts.profiles import Profile, select
 from console.service.flags import format_value
 from console.service.status import read_status
+from console.transport.host_files import state_refused
 from console.transport.ssh import ConnState, Disconnected, HostState, RemoteError
 from console.tuning.left_on import LeftOn, read_left_on
 from console.watch.health import probe_health
@@ -29,9 +30,10 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(cmd_status(args))
 
 
-Result = tuple[HostState, ServiceStatus | None, str | None, str | None, LeftOn | None]
-"""Connection, unit status, error, the `/health` answer (None when not connected), and the
-configuration a change that did not end left the host on (None: all as the files say)."""
+Result = tuple[HostState, ServiceStatus | None, str | None, str | None, LeftOn | None, str | None]
+"""Connection, unit status, error, the `/health` answer (None when not connected), the
+configuration a change that did not end left the host on (None: all as the files say), and
+why the host's state directory cannot be written (None: it can, or it was not asked)."""
 
 
 async def _status_one(profile: Profile) -> Result:
@@ -40,19 +42,24 @@ async def _status_one(profile: Profile) -> Result:
     try:
         state = await session.wait_settled(profile.ssh.connect_timeout_s + 5)
         if state.state is not ConnState.CONNECTED:
-            return state, None, None, None, None
+            return state, None, None, None, None, None
         status_read, health = await asyncio.gather(
             read_status(session, with_version=True), probe_health(session), return_exceptions=True
         )
         word = health if isinstance(health, str) else None
         if isinstance(status_read, Disconnected):  # lost after connecting: unreachable (3)
             lost = HostState(profile.name, ConnState.UNREACHABLE, str(status_read))
-            return lost, None, None, word, None
+            return lost, None, None, word, None, None
         if isinstance(status_read, RemoteError | ValueError):
-            return state, None, str(status_read), word, None
+            return state, None, str(status_read), word, None, None
         if isinstance(status_read, BaseException):
             raise status_read
-        return state, status_read, None, word, await read_left_on(session, status_read.flags)
+        left = await read_left_on(session, status_read.flags)
+        try:
+            unwritable = await state_refused(session)
+        except RemoteError as exc:
+            unwritable = f"its state directory could not be checked: {exc}"
+        return state, status_read, None, word, left, unwritable
     finally:
         await session.close()
 
@@ -71,6 +78,7 @@ def _status_record(
     error: str | None,
     health: str | None = None,
     left: LeftOn | None = None,
+    unwritable: str | None = None,
 ) -> dict[str, Any]:
     record: dict[str, Any] = {
         "host": profile.name,
@@ -98,6 +106,12 @@ def _status_record(
         )
     if left is not None:
         record["left_on"] = left.record()
+    if status is not None:
+        record["state_dir"] = {
+            "path": profile.service.state_dir,
+            "writable": unwritable is None,
+            **({"problem": unwritable} if unwritable else {}),
+        }
     if error:
         record["error"] = error
     return record
@@ -139,9 +153,13 @@ async def cmd_status(args: argparse.Namespace) -> int:
                 out.print(f"{r['host']}: {detail}", markup=False, soft_wrap=True)
             if offered and offered not in detail:
                 out.print(f"{r['host']}: the host offers {offered}", markup=False, soft_wrap=True)
-        for profile, (*_, left) in zip(profiles, results, strict=True):
+        for profile, (*_, left, unwritable) in zip(profiles, results, strict=True):
             if left is not None:  # below the table: whole, whatever the width
                 out.print(f"{profile.name} {left.text()}", markup=False, soft_wrap=True)
+            if unwritable is not None:
+                out.print(
+                    f"{profile.name}: {unwritable}", style="yellow", markup=False, soft_wrap=True
+                )
     failed = any(not r["connected"] for r in records)
     return (
         EXIT_UNREACHABLE if failed else (EXIT_FAILED if any("error" in r for r in records) else 0)

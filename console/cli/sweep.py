@@ -181,5 +181,6 @@ async def _sweep(
         printer.stop()
     show_results(ended)
     if args.json:
-        print(json.dumps(result_record(ended), default=str), flush=True)
+        record = result_record(ended, session.profile.service.state_dir)
+        print(json.dumps(record, default=str), flush=True)
     return EXIT_OK if ended.state in ("finished", "stopped") else EXIT_FAILED

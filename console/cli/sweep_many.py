@@ -170,6 +170,9 @@ def _report(
         if result.state not in ("finished", "stopped") and code == EXIT_OK:
             code = EXIT_FAILED
     if args.json:
-        records = [result_record(c) for c in campaigns]
+        records = [
+            result_record(c, s.profile.service.state_dir)
+            for s, c in zip(sessions, campaigns, strict=True)
+        ]
         print(json.dumps({"campaigns": records, "split": args.split}, default=str), flush=True)
     return code

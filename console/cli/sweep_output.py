@@ -126,7 +126,7 @@ def show_results(campaign: Campaign) -> None:
     out.print(f"{campaign.host}: {escape(campaign.end)}", soft_wrap=True)
 
 
-def result_record(campaign: Campaign) -> dict[str, Any]:
+def result_record(campaign: Campaign, state_dir: str) -> dict[str, Any]:
     """`--json`: the campaign as one object."""
 
     def cell(c: Cell) -> dict[str, Any]:
@@ -163,5 +163,5 @@ def result_record(campaign: Campaign) -> dict[str, Any]:
         "baseline": cell(campaign.baseline) if campaign.baseline else None,
         "cells": [cell(c) for c in campaign.cells],
         "best": best.values if best else None,
-        "path": campaigns.campaign_path(campaign.unit, campaign.id),
+        "path": campaigns.campaign_path(campaign.unit, campaign.id, state_dir),
     }

@@ -91,6 +91,25 @@ class ServiceConfig(_Strict):
     cancel); false: the alert says the host is on probation, and nothing is changed."""
     rollback_countdown_s: float = Field(default=10.0, ge=0, le=600)
     """How long a probation rollback is announced before it starts (the time to cancel it)."""
+    state_dir: str = "/var/lib/specops"
+    """Where specops keeps its records on the host (history, experiments, campaigns, under
+    `STATE_DIR/UNIT/`); it must be writable by the SSH user (or through sudo)."""
+
+    @field_validator("state_dir")
+    @classmethod
+    def _state_dir(cls, value: str) -> str:
+        parts = value.split("/")
+        if (
+            not value.startswith("/")
+            or value == "/"
+            or ".." in parts
+            or not re.fullmatch(r"[A-Za-z0-9._/+-]+", value)
+        ):
+            raise ValueError(
+                "must be an absolute directory of letters, digits and . _ + - (no '..'), "
+                "like '/var/lib/specops'"
+            )
+        return value.rstrip("/")
 
     @field_validator("unit")
     @classmethod

@@ -189,14 +189,15 @@ def new_id(now: float | None = None) -> str:
     return f"{stamp}-{secrets.token_hex(3)}"
 
 
-def campaigns_dir(unit: str) -> str:
-    return posixpath.join(unit_state_dir(unit), CAMPAIGNS_DIR)
+def campaigns_dir(unit: str, root: str) -> str:
+    """`ROOT/UNIT/campaigns`, ROOT the profile's `service.state_dir`."""
+    return posixpath.join(unit_state_dir(unit, root), CAMPAIGNS_DIR)
 
 
-def campaign_path(unit: str, campaign_id: str) -> str:
+def campaign_path(unit: str, campaign_id: str, root: str) -> str:
     if not ID_RE.match(campaign_id):
         raise CampaignError(f"{campaign_id!r} is no campaign id (YYYYmmddTHHMMSSZ-xxxxxx)")
-    return posixpath.join(campaigns_dir(unit), f"{campaign_id}.json")
+    return posixpath.join(campaigns_dir(unit, root), f"{campaign_id}.json")
 
 
 def text_of(campaign: Campaign) -> str:
@@ -208,14 +209,15 @@ async def save(session: HostSession, campaign: Campaign) -> str:
     """Rewrite the campaign's record on the host in one step."""
     campaign.updated_at = time.time()
     text = text_of(campaign)
-    path = campaign_path(campaign.unit, campaign.id)
+    path = campaign_path(campaign.unit, campaign.id, session.profile.service.state_dir)
     return await replace_file(session, path, text, f".{campaign.id}.json.tmp")
 
 
 async def load_all(session: HostSession, unit: str) -> list[Campaign]:
     """Every campaign record on the host, oldest first (unreadable files are skipped)."""
     found: list[Campaign] = []
-    for _, text in await read_json_files(session, campaigns_dir(unit)):
+    root = session.profile.service.state_dir
+    for _, text in await read_json_files(session, campaigns_dir(unit, root)):
         try:
             found.append(Campaign.from_record(json.loads(text)))
         except (ValueError, KeyError, TypeError):
@@ -224,7 +226,7 @@ async def load_all(session: HostSession, unit: str) -> list[Campaign]:
 
 
 async def load(session: HostSession, unit: str, campaign_id: str) -> Campaign:
-    path = campaign_path(unit, campaign_id)
+    path = campaign_path(unit, campaign_id, session.profile.service.state_dir)
     try:
         result = await session.run(remote.read_if_exists(path), timeout=30)
     except RemoteError as exc:

@@ -245,9 +245,10 @@ def parse(text: str) -> Experiment:
     return Experiment.from_record(json.loads(text))
 
 
-def host_dir(unit: str) -> str:
-    """Where the host keeps the unit's experiments: `/var/lib/specops/UNIT/experiments`."""
-    return posixpath.join(unit_state_dir(unit), EXPERIMENTS_DIR)
+def host_dir(unit: str, root: str) -> str:
+    """Where the host keeps the unit's experiments: `ROOT/UNIT/experiments`, ROOT the
+    profile's `service.state_dir` (`/var/lib/specops`)."""
+    return posixpath.join(unit_state_dir(unit, root), EXPERIMENTS_DIR)
 
 
 def cache_dir(host: str) -> Path:
@@ -257,14 +258,16 @@ def cache_dir(host: str) -> Path:
 
 async def save_on_host(session: HostSession, experiment: Experiment) -> str:
     """Write the experiment into the host's ledger; its path there."""
-    path = posixpath.join(host_dir(experiment.unit), experiment.file_name())
+    root = session.profile.service.state_dir
+    path = posixpath.join(host_dir(experiment.unit, root), experiment.file_name())
     return await replace_file(session, path, text_of(experiment))
 
 
 async def load_from_host(session: HostSession) -> list[tuple[str, Experiment]]:
     """(path on the host, experiment) of the host's ledger, oldest first, and copied into the
     console's cache; files that are no experiment are skipped."""
-    directory = host_dir(session.profile.service.unit)
+    service = session.profile.service
+    directory = host_dir(service.unit, service.state_dir)
     found: list[tuple[str, Experiment]] = []
     for name, text in await read_json_files(session, directory):
         try:
@@ -322,7 +325,8 @@ async def read_ledger(session: HostSession) -> tuple[list[Experiment], str]:
         found = await load_from_host(session)
     except RemoteError as exc:
         return cached(session.name, f"the host's could not be read: {exc}")
-    return [e for _, e in found], f"the host's ledger ({host_dir(session.profile.service.unit)})"
+    service = session.profile.service
+    return [e for _, e in found], f"the host's ledger ({host_dir(service.unit, service.state_dir)})"
 
 
 class NotOnHost(RemoteError):

@@ -360,7 +360,7 @@ class _HostRun:
         unit = self.profile.service.unit
         for campaign in await load_campaigns(self.session, unit):
             self.tracker.files_total += 1
-            path = campaign_path(unit, campaign.id)
+            path = campaign_path(unit, campaign.id, self.profile.service.state_dir)
             placement = await self._write(directory, f"{campaign.id}.json", campaign_text(campaign))
             self._add(placement, path, refetch_command(self.profile, remote.read_file(path)))
 
@@ -368,7 +368,8 @@ class _HostRun:
         """Each campaign's `--bench` results (`campaigns/ID-bench/` on the host) into
         `campaigns/HOST/ID-bench/`, beside the record that names them; the same checks as
         any bench file (links out of the directory, the size cap)."""
-        root = campaigns_dir(self.profile.service.unit)
+        service = self.profile.service
+        root = campaigns_dir(service.unit, service.state_dir)
         try:
             found = await host_glob(sftp, posixpath.join(root, "*-bench"))
         except asyncssh.SFTPError:

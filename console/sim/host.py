@@ -158,6 +158,9 @@ class SimHost:
         """Every command received, as sent (the audit of what the console ran)."""
         self.lacks: set[str] = set()
         """Programs this host does not have (say, openssl): the shell cannot find them."""
+        self.read_only: set[str] = set()
+        """Remote directories on a read-only file system: writes under them fail with EROFS
+        (the tests run as root, whom file modes would not stop)."""
         self.gpus: list[str] = []
         """The GPUs `nvidia-smi` lists, by name, in index order; none (the default): the host
         has no nvidia-smi, as a simulated host has no GPU."""
@@ -244,6 +247,10 @@ class SimHost:
         return f"[127.0.0.1]:{self.port} {self.host_key.export_public_key().decode().strip()}\n"
 
     # --- local paths -------------------------------------------------------------------
+
+    def read_only_at(self, path: str) -> bool:
+        """Whether `path` (remote, absolute) is on one of the read-only file systems."""
+        return any(path == d or path.startswith(d.rstrip("/") + "/") for d in self.read_only)
 
     def local(self, path: str) -> Path:
         """The real file behind a remote absolute path (never outside the host root)."""
@@ -597,6 +604,22 @@ async def _emit(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: li
     return 0
 
 
+def _writes(handler: Handler) -> Handler:
+    """A command that writes its path operands: refused under a read-only file system, as
+    the kernel refuses it (EROFS), whoever asks."""
+
+    async def checked(
+        host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]
+    ) -> int:
+        for path in argv[1:]:
+            if path.startswith("/") and path != "/dev/null" and host.read_only_at(path):
+                process.stderr.write(f"{argv[0]}: {path}: Read-only file system\n")
+                return 1
+        return await handler(host, process, argv)
+
+    return checked
+
+
 COMMANDS: dict[str, Handler] = {
     "specops-sim-emit": _emit,
     "journalctl": _journalctl,
@@ -604,11 +627,11 @@ COMMANDS: dict[str, Handler] = {
     "cat": _cat,
     "sha256sum": _sha256sum,
     "openssl": _openssl,
-    "tee": _tee,
-    "install": _install,
-    "mv": _mv,
-    "rm": _rm,
-    "mkdir": _mkdir,
+    "tee": _writes(_tee),
+    "install": _writes(_install),
+    "mv": _writes(_mv),
+    "rm": _writes(_rm),
+    "mkdir": _writes(_mkdir),
     "nvidia-smi": _nvidia_smi,
     "sh": sh,
 }

@@ -1,18 +1,20 @@
 """The simulated host's `sh`: it runs exactly the scripts in specops' remote vocabulary.
 
-specops sends two shell scripts (console/transport/remote.py): `READ_IF_EXISTS`, for the
-host's history file, and `READ_JSON_FILES`, for its experiment ledger's directory; anything
+specops sends three shell scripts (console/transport/remote.py): `READ_IF_EXISTS`, for the
+host's history file, `READ_JSON_FILES`, for its experiment ledger's directory, and
+`WRITABLE`, whether its state directory can be written; anything
 else is refused the way a locked-down host would, so a new script in the console fails its
 tests until the simulator learns it too.
 """
 
 from __future__ import annotations
 
+import posixpath
 from typing import TYPE_CHECKING
 
 import asyncssh
 
-from console.transport.remote import READ_IF_EXISTS, READ_JSON_FILES
+from console.transport.remote import READ_IF_EXISTS, READ_JSON_FILES, WRITABLE
 
 if TYPE_CHECKING:
     from console.sim.host import SimHost
@@ -23,8 +25,20 @@ async def sh(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[
         return _read_if_exists(host, process, argv[4])
     if len(argv) == 5 and argv[1:4] == ["-c", READ_JSON_FILES, "sh"]:
         return _read_json_files(host, process, argv[4])
+    if len(argv) == 5 and argv[1:4] == ["-c", WRITABLE, "sh"]:
+        return _writable(host, process, argv[4])
     process.stderr.write(f"sh: the simulated host runs no script like {argv[1:3]!r}\n")
     return 2
+
+
+def _writable(host: SimHost, process: asyncssh.SSHServerProcess[str], name: str) -> int:
+    directory = name
+    while not host.local(directory).exists():
+        directory = posixpath.dirname(directory)
+    if host.local(directory).is_dir() and not host.read_only_at(directory):
+        return 0
+    process.stdout.write(f"{directory}\n")
+    return 1
 
 
 def _read_if_exists(host: SimHost, process: asyncssh.SSHServerProcess[str], name: str) -> int:

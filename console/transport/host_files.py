@@ -1,4 +1,5 @@
-"""What specops keeps on a host, under `/var/lib/specops/UNIT/`, and how it gets there.
+"""What specops keeps on a host, under `/var/lib/specops/UNIT/` (the profile's
+`service.state_dir`), and how it gets there.
 
 The host's history (console/tuning/history.py) and its experiment ledger
 (console/ledger/ledger.py) live beside each other on the host, so every console and every
@@ -14,17 +15,44 @@ import posixpath
 import re
 
 from console.transport import remote
-from console.transport.ssh import CommandFailed, HostSession
+from console.transport.ssh import CommandFailed, HostSession, RemoteError
 
 STATE_ROOT = "/var/lib/specops"
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.json")
 """The files `read_json_files` returns: plain names only (what specops itself writes)."""
 
 
-def unit_state_dir(unit: str) -> str:
-    """`/var/lib/specops/UNIT` (the unit name is validated before it becomes a path)."""
+def unit_state_dir(unit: str, root: str) -> str:
+    """`ROOT/UNIT`, ROOT the profile's `service.state_dir` (`/var/lib/specops` unless it says
+    otherwise; the unit name is validated before it becomes a path)."""
     remote.systemctl_cat(unit)
-    return posixpath.join(STATE_ROOT, unit)
+    return posixpath.join(root, unit)
+
+
+class StateDirRefused(RemoteError):
+    """The host's state directory cannot be written: no change may start there."""
+
+
+async def state_refused(session: HostSession) -> str | None:
+    """None when the host's state directory for the unit can be written (or made); else what
+    to tell the operator, naming the directory that refuses writes."""
+    service = session.profile.service
+    directory = unit_state_dir(service.unit, service.state_dir)
+    result = await session.run(remote.writable(directory), timeout=30, check=False)
+    if result.returncode == 0:
+        return None
+    refused = result.stdout.strip() or directory
+    return (
+        f"{directory} cannot be written ({refused} refuses writes: read-only, or no "
+        "permission); specops records every change there before it restarts anything — "
+        "set service.state_dir in the profile to a writable directory"
+    )
+
+
+async def check_state_dir(session: HostSession) -> None:
+    """StateDirRefused unless the host's state directory can be written."""
+    if (refused := await state_refused(session)) is not None:
+        raise StateDirRefused(session.name, refused)
 
 
 async def replace_file(

@@ -208,6 +208,20 @@ file (the host's history before specops first wrote it), so an absent file is no
 command."""
 
 
+WRITABLE = (
+    'd=$1; while [ ! -e "$d" ]; do d=$(dirname -- "$d"); done; '
+    'if [ -d "$d" ] && [ -w "$d" ]; then exit 0; fi; printf \'%s\\n\' "$d"; exit 1'
+)
+"""The third script: whether a directory can be written, or made (its nearest existing
+ancestor can be written); on failure it prints the directory that refuses. `test -w` is
+access(2): a read-only file system refuses even root."""
+
+
+def writable(path: str) -> Command:
+    """`sh -c WRITABLE sh PATH`, as root when the profile uses sudo (as the writes will)."""
+    return Command(("sh", "-c", WRITABLE, "sh", _abs_path(path)), privileged=True)
+
+
 def read_if_exists(path: str) -> Command:
     """`sh -c READ_IF_EXISTS sh PATH`: the path travels as `$1`, never inside the script."""
     return Command(("sh", "-c", READ_IF_EXISTS, "sh", _abs_path(path)), privileged=True)

@@ -51,10 +51,11 @@ def bench_argv(command: str) -> list[str]:
     return argv
 
 
-def result_path(unit: str, campaign_id: str, index: int | None) -> str:
-    """Where cell `index`'s (None: the baseline's) benchmark writes, on the host."""
+def result_path(unit: str, campaign_id: str, index: int | None, root: str) -> str:
+    """Where cell `index`'s (None: the baseline's) benchmark writes, on the host (ROOT: the
+    profile's `service.state_dir`)."""
     name = "baseline.jsonl" if index is None else f"cell-{index + 1:02d}.jsonl"
-    return posixpath.join(campaigns.campaigns_dir(unit), f"{campaign_id}-bench", name)
+    return posixpath.join(campaigns.campaigns_dir(unit, root), f"{campaign_id}-bench", name)
 
 
 @dataclass(frozen=True)

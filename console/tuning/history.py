@@ -32,7 +32,7 @@ from console.local.redaction import is_secret_name, redact
 from console.service.flags import read_flags
 from console.service.unit import effective_service, without_file
 from console.transport import remote
-from console.transport.host_files import STATE_ROOT, replace_file
+from console.transport.host_files import replace_file, unit_state_dir
 from console.transport.ssh import CommandFailed, HostSession
 from console.tuning.plan import Plan
 
@@ -43,9 +43,9 @@ OUTCOMES = ("original", "started", "kept", "rolled_back", "failed", "abandoned")
 GOOD = ("kept", "original")
 
 
-def history_path(unit: str) -> str:
-    remote.systemctl_cat(unit)  # validates the unit name before it becomes a path
-    return posixpath.join(STATE_ROOT, unit, "history.json")
+def history_path(unit: str, root: str) -> str:
+    """`ROOT/UNIT/history.json`, ROOT the profile's `service.state_dir`."""
+    return posixpath.join(unit_state_dir(unit, root), "history.json")
 
 
 def operator() -> str:
@@ -174,7 +174,7 @@ class HistoryError(Exception):
 
 async def load(session: HostSession, unit: str) -> list[HistoryEntry]:
     """The host's entries, oldest first ([] when specops never recorded anything there)."""
-    path = history_path(unit)
+    path = history_path(unit, session.profile.service.state_dir)
     try:
         result = await session.run(remote.read_if_exists(path), timeout=30)
     except CommandFailed as exc:
@@ -218,7 +218,7 @@ def parse_history(text: str, path: str) -> list[HistoryEntry]:
 
 async def save(session: HostSession, unit: str, entries: Sequence[HistoryEntry]) -> str:
     """Replace the host's history in one step (temp name, then rename)."""
-    path = history_path(unit)
+    path = history_path(unit, session.profile.service.state_dir)
     kept = list(entries)
     if len(kept) > MAX_ENTRIES:
         kept = [e for e in kept[:1] if e.kind == "original"] + kept[-(MAX_ENTRIES - 1) :]
@@ -340,7 +340,7 @@ class Recorder:
         self.entry: HistoryEntry | None = None
         self.last_good: HistoryEntry | None = None
         """The host's last good entry when this rollout began (its rollback target)."""
-        self.path = history_path(plan.unit)
+        self.path = history_path(plan.unit, session.profile.service.state_dir)
 
     async def begin(self, cat_text: str) -> list[HistoryEntry]:
         """Record the start; returns the entries earlier consoles left abandoned."""

@@ -71,7 +71,7 @@ async def read_host_history(session: HostSession) -> HostHistory:
     return HostHistory(
         host=profile.name,
         unit=unit,
-        path=history.history_path(unit),
+        path=history.history_path(unit, profile.service.state_dir),
         entries=tuple(entries),
         running=history.running_values(profile, cat),
     )

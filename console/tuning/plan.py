@@ -45,6 +45,7 @@ from console.service.unit import (
 )
 from console.service.version import read_version
 from console.transport import remote
+from console.transport.host_files import check_state_dir
 from console.transport.ssh import HostSession
 
 _OPTION_RE = re.compile(r"(?<![\w-])(--?[A-Za-z0-9][A-Za-z0-9_-]*)")
@@ -279,8 +280,11 @@ async def check_arguments(session: HostSession, plan: Plan) -> list[str]:
 
 
 async def prepare(session: HostSession, changes: Mapping[str, FlagValue]) -> Plan:
-    """The plan for `changes`, checked against the build when the profile asks for it."""
+    """The plan for `changes`, checked against the build when the profile asks for it, on a
+    host whose state directory can be written (StateDirRefused)."""
     plan = await read_plan(session, changes)
     if plan.changed and session.profile.service.check_flags:
         await check_arguments(session, plan)
+    if plan.changed:
+        await check_state_dir(session)  # the change is recorded there before any restart
     return plan

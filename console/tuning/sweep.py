@@ -260,7 +260,8 @@ class Sweep:
         if not template:
             return cell
         self._progress(index, cell, "benchmarking")
-        path = bench_step.result_path(self.unit, self.campaign.id, index)
+        root = self.profile.service.state_dir
+        path = bench_step.result_path(self.unit, self.campaign.id, index, root)
         try:
             found = await bench_step.run_bench(
                 self.session, template, path, timeout=self.campaign.bench_timeout_s

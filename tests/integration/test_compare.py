@@ -31,13 +31,14 @@ from console.ledger.ledger import (
     save_on_host,
 )
 from console.sim.fleet import SimFleet
+from console.transport.host_files import STATE_ROOT
 
 UNIT = "sglang-k26-ddtree.service"
 
 
 def on_host(sim: SimFleet, name: str = "b300") -> list[Path]:
     """The experiment files in the simulated host's own /var/lib/specops/UNIT/experiments."""
-    return sorted(sim.hosts[name].local(host_dir(UNIT)).glob("*.json"))
+    return sorted(sim.hosts[name].local(host_dir(UNIT, STATE_ROOT)).glob("*.json"))
 
 
 def second_console(sim: SimFleet, tmp_path: Path, name: str) -> str:
@@ -78,7 +79,7 @@ async def test_budget_16_eager_shows_accept_up_throughput_down_and_a_crash_is_ne
     assert await change("b300", profiles, "budget=16", "cuda_graph=false") == 0
     (recorded,) = on_host(sim)
     said = capsys.readouterr().out
-    assert f"experiment recorded on the host: {host_dir(UNIT)}/{recorded.name}" in said
+    assert f"experiment recorded on the host: {host_dir(UNIT, STATE_ROOT)}/{recorded.name}" in said
     assert [p.name for p, _ in load("b300")] == [recorded.name]  # the console's cache
     await asyncio.sleep(2)  # and budget 16 eager for a while after
 
@@ -96,7 +97,7 @@ async def test_budget_16_eager_shows_accept_up_throughput_down_and_a_crash_is_ne
     assert 5.3 <= after["mean"] <= 6.4
     assert len({r["invocation"] for r in configs[b]["runs"]}) == 1  # one run, counted once
     assert "re-measured" not in record["note"] and "measured again" in record["note"]
-    assert record["read_from"] == f"the host's ledger ({host_dir(UNIT)})"
+    assert record["read_from"] == f"the host's ledger ({host_dir(UNIT, STATE_ROOT)})"
 
     # Budget 24 with graphs crashes in capture and is rolled back: listed, never best.
     assert await change("b300", profiles, "budget=24", "cuda_graph=true") == 1
@@ -178,7 +179,7 @@ async def test_another_console_naming_the_host_differently_sees_the_same_ledger(
     assert load("gpu-a") == []
     assert await _run(cli_compare, ["compare", "gpu-a", "--json"], other) == 0
     record = json.loads(capsys.readouterr().out)
-    assert record["read_from"] == f"the host's ledger ({host_dir(UNIT)})"
+    assert record["read_from"] == f"the host's ledger ({host_dir(UNIT, STATE_ROOT)})"
     flags = [c["flags"] for c in record["configurations"]]
     assert {"budget": 16, "cuda_graph": False}.items() <= flags[-1].items()
     assert [p.name for p, _ in load("gpu-a")] == [p.name for p in on_host(sim)]  # now cached

@@ -18,6 +18,7 @@ from console.hosts.events import CrashDetected, Event, JournalBatch
 from console.hosts.profiles import load_fleet
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
+from console.transport.host_files import STATE_ROOT
 from console.transport.ssh import ConnState
 from console.tuning.history import history_path
 from console.tuning.probation import ProbationAnnounced, ProbationEvent
@@ -190,7 +191,7 @@ async def test_reopened_host_reads_back_every_idle_line_once_and_a_crash_is_an_a
         # Another console keeps a change while this one has the host idle: on probation now.
         kept = {"n": 1, "kind": "change", "outcome": "kept", "values": {"budget": 8}}
         kept |= {"argv": [], "environment": {}, "dropin": None, "finished_at": time.time()}
-        history = host.local(history_path(UNIT))
+        history = host.local(history_path(UNIT, STATE_ROOT))
         history.parent.mkdir(parents=True, exist_ok=True)
         history.write_text(json.dumps({"version": 1, "entries": [kept]}))
         for n in range(21, 121):
@@ -228,7 +229,7 @@ async def test_a_host_on_probation_is_never_closed_and_its_crash_is_acted_on(
     host = sim.hosts[name]
     kept = {"n": 1, "kind": "change", "outcome": "kept", "values": {"budget": 8}}
     kept |= {"argv": [], "environment": {}, "dropin": None, "finished_at": time.time()}
-    history = host.local(history_path(UNIT))
+    history = host.local(history_path(UNIT, STATE_ROOT))
     history.parent.mkdir(parents=True, exist_ok=True)
     history.write_text(json.dumps({"version": 1, "entries": [kept]}))
     announced: list[ProbationEvent] = []

@@ -26,6 +26,7 @@ from console.ledger import campaigns
 from console.ledger.campaigns import Campaign, Cell
 from console.service.status import read_status
 from console.sim.fleet import SimFleet
+from console.transport.host_files import STATE_ROOT
 from console.tuning import change as tuning_change
 from console.tuning.rollout import RolloutOptions
 from tests.integration.test_rollout import connect
@@ -201,7 +202,7 @@ async def test_a_second_campaign_is_refused_while_one_holds_the_host(
         id=campaigns.new_id(), host="b300", unit=UNIT, grid={"budget": [4]}, start={"budget": 8},
         owner="alice@elsewhere", owner_pid=1, cells=[Cell({"budget": 4})],
     )  # fmt: skip
-    path = sim.hosts["b300"].local(campaigns.campaign_path(UNIT, held.id))
+    path = sim.hosts["b300"].local(campaigns.campaign_path(UNIT, held.id, STATE_ROOT))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(held.record()))
     args = parse_args(["sweep", "b300", "budget=4,8", *QUICK, "--profiles", str(sim.profiles_dir)])
@@ -227,7 +228,7 @@ async def test_a_campaign_whose_console_died_is_resumed_from_its_next_cell(
         cells=[Cell({"budget": 4}, outcome="measured", tok_s=1650.0), Cell({"budget": 6})],
         updated_at=time.time(),
     )  # fmt: skip
-    path = sim.hosts["b300"].local(campaigns.campaign_path(UNIT, left.id))
+    path = sim.hosts["b300"].local(campaigns.campaign_path(UNIT, left.id, STATE_ROOT))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(left.record()))
     code, record = await sweep(sim, capsys, "--resume", left.id, "--yes", "--json")
@@ -256,7 +257,7 @@ def killed_campaign(sim: SimFleet, phase: str) -> Campaign:
         current=current, baseline=baseline, cells=cells,
         updated_at=time.time() - campaigns.STALE_LOCK_S - 1,  # its console is long gone
     )  # fmt: skip
-    path = sim.hosts["b300"].local(campaigns.campaign_path(UNIT, left.id))
+    path = sim.hosts["b300"].local(campaigns.campaign_path(UNIT, left.id, STATE_ROOT))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(left.record()))
     return left
@@ -327,7 +328,8 @@ async def test_a_link_lost_for_good_in_a_cell_exits_3_and_the_record_says_where(
     assert dropped and code == 3
     assert "the link was lost" in capsys.readouterr().err
     (record,) = [
-        json.loads(p.read_text()) for p in host.local(campaigns.campaigns_dir(UNIT)).glob("*.json")
+        json.loads(p.read_text())
+        for p in host.local(campaigns.campaigns_dir(UNIT, STATE_ROOT)).glob("*.json")
     ]
     # Written before the link went, never after: running, in the cell it stopped in (what a
     # resume, once this console has exited, goes on from).
@@ -358,7 +360,9 @@ async def test_split_deals_the_grid_out_among_hosts_and_a_crash_prunes_for_all(
     assert second["cells"][1]["outcome"] in ("skipped", "crashed")
     for name in names:
         host_record = sim.hosts[name].local(
-            campaigns.campaign_path(UNIT, (first if name == names[0] else second)["campaign"])
+            campaigns.campaign_path(
+                UNIT, (first if name == names[0] else second)["campaign"], STATE_ROOT
+            )
         )
         assert json.loads(host_record.read_text())["split"] == names
     assert f"{names[1]}: cell 1/2" in said.err  # lines name their host

@@ -14,6 +14,7 @@ from console.app import SpecopsApp
 from console.fleet.fleet import Fleet
 from console.hosts.profiles import load_fleet
 from console.ledger.ledger import Experiment, Side, WindowStats, host_dir, save, text_of
+from console.transport.host_files import STATE_ROOT
 from tests.ui.support import simulated_fleet, until
 from widgets.compare_view import CompareScreen
 
@@ -44,7 +45,7 @@ async def test_c_shows_the_ledger_side_by_side(tmp_path: Path) -> None:
         )
     )
     async with simulated_fleet(tmp_path, hosts=1, decode_interval_s=0.2) as sim:
-        ledger = sim.hosts["b300"].local(host_dir("sglang-k26-ddtree.service"))
+        ledger = sim.hosts["b300"].local(host_dir("sglang-k26-ddtree.service", STATE_ROOT))
         ledger.mkdir(parents=True)
         for experiment in (kept, crashed):  # on the host, as another console left them
             (ledger / experiment.file_name()).write_text(text_of(experiment))

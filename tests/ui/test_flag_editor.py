@@ -21,6 +21,7 @@ from console.hosts.profiles import load_fleet
 from console.ledger.ledger import host_dir
 from console.ledger.ledger import load as load_experiments
 from console.sim.fleet import SimFleet
+from console.transport.host_files import STATE_ROOT
 from tests.ui.support import simulated_fleet, until
 from widgets.flag_editor import FlagEditorScreen
 from widgets.host_table import HostTable
@@ -133,7 +134,7 @@ async def test_a_confirmed_change_ends_healthy_with_live_progress(fleet: SimFlee
         assert (experiment.outcome, experiment.source) == ("kept", "tui")
         assert experiment.before.flags["budget"] == 8 and experiment.after.flags["budget"] == 16
         assert experiment.after.invocation == row.status.invocation_id
-        ledger = fleet.hosts["b300"].local(host_dir(plan_unit))
+        ledger = fleet.hosts["b300"].local(host_dir(plan_unit, STATE_ROOT))
         assert [p.name for p in ledger.glob("*.json")] == [experiment.file_name()]  # on the host
         await pilot.press("q")
 

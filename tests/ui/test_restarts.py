@@ -12,6 +12,7 @@ from console.hosts.profiles import load_fleet
 from console.ledger import campaigns
 from console.ledger.campaigns import Campaign, Cell
 from console.sim.host import SimHost
+from console.transport.host_files import STATE_ROOT
 from tests.ui.support import simulated_fleet, until
 from widgets.alerts import AlertsScreen
 from widgets.fleet_rows import COLUMNS
@@ -83,7 +84,7 @@ async def test_a_host_under_a_tuning_campaign_reads_campaign_not_trouble(tmp_pat
             id=campaigns.new_id(), host="b300", unit=UNIT, grid={"budget": [4, 6]}, start={},
             cells=[Cell({"budget": 4}, "measured"), Cell({"budget": 6})],
         )  # fmt: skip
-        record = host.local(campaigns.campaign_path(UNIT, running.id))
+        record = host.local(campaigns.campaign_path(UNIT, running.id, STATE_ROOT))
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps(running.record()))
         app = SpecopsApp(Fleet(load_fleet(sim.profiles_dir)))

@@ -9,6 +9,7 @@ import pytest
 
 from console.ledger import campaigns
 from console.ledger.campaigns import Campaign, Cell
+from console.transport.host_files import STATE_ROOT
 
 
 def test_the_record_round_trips_and_a_foreign_one_is_refused() -> None:
@@ -27,7 +28,7 @@ def test_the_record_round_trips_and_a_foreign_one_is_refused() -> None:
     with pytest.raises(ValueError):
         Campaign.from_record({**campaign.record(), "id": "../../etc/passwd"})
     with pytest.raises(campaigns.CampaignError):
-        campaigns.campaign_path("u.service", "../x")
+        campaigns.campaign_path("u.service", "../x", STATE_ROOT)
 
 
 def test_a_running_campaign_holds_the_host_until_its_record_goes_stale() -> None:

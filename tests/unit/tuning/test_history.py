@@ -9,6 +9,7 @@ import pytest
 
 from console.hosts.events import Throughput
 from console.transport import remote
+from console.transport.host_files import STATE_ROOT
 from console.tuning.history import (
     HistoryEntry,
     history_path,
@@ -43,9 +44,9 @@ HISTORY = [
 
 
 def test_the_path_is_per_unit_and_a_bad_unit_never_becomes_one() -> None:
-    assert history_path(UNIT) == f"/var/lib/specops/{UNIT}/history.json"
+    assert history_path(UNIT, STATE_ROOT) == f"/var/lib/specops/{UNIT}/history.json"
     with pytest.raises(remote.UnsafeArgument):
-        history_path("../../etc/passwd")
+        history_path("../../etc/passwd", STATE_ROOT)
 
 
 def test_an_entry_survives_its_json_record_and_a_bad_outcome_is_refused() -> None:

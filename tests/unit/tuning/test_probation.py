@@ -21,6 +21,7 @@ from console.hosts.profiles import Profile
 from console.ledger import campaigns
 from console.ledger.campaigns import Campaign, Cell
 from console.transport import remote
+from console.transport.host_files import STATE_ROOT
 from console.transport.ssh import Result
 from console.tuning.history import HistoryEntry, history_path
 from console.tuning.plan import Plan
@@ -139,7 +140,9 @@ class FakeSession:
 
 
 def stored(session: FakeSession) -> list[dict[str, object]]:
-    entries: list[dict[str, object]] = json.loads(session.files[history_path(UNIT)])["entries"]
+    entries: list[dict[str, object]] = json.loads(session.files[history_path(UNIT, STATE_ROOT)])[
+        "entries"
+    ]
     return entries
 
 
@@ -153,7 +156,7 @@ class Harness:
     def __init__(self, profile: Profile, *, read_only: str | None = None) -> None:
         self.session = FakeSession(profile)
         text = json.dumps({"version": 1, "entries": [e.record() for e in HISTORY]})
-        self.session.files[history_path(UNIT)] = text
+        self.session.files[history_path(UNIT, STATE_ROOT)] = text
         self.events: list[ProbationEvent] = []
         self.clock = FakeClock(KEPT_AT + FIVE_MINUTES)
         self.guard = PlannedOnlyGuard(
@@ -303,7 +306,7 @@ async def test_a_crash_of_a_host_a_campaign_owns_is_left_to_the_campaign(profile
     )
     running.updated_at = h.clock.time()  # written a moment ago: the campaign is alive
     listing = f"{running.id}.json\n{json.dumps(running.record())}\n"
-    h.session.files[campaigns.campaigns_dir(UNIT)] = listing
+    h.session.files[campaigns.campaigns_dir(UNIT, STATE_ROOT)] = listing
     h.guard.observe(crash_at(KEPT_AT + FIVE_MINUTES))
     await h.settle()
     assert not any(isinstance(e, ProbationAnnounced) for e in h.events)
@@ -322,7 +325,7 @@ async def test_a_campaign_owning_the_host_is_said_on_connect_and_its_end_on_a_re
         cells=[Cell({"budget": 4}, "measured"), Cell({"budget": 6})],
     )  # fmt: skip
     running.updated_at = h.clock.time()
-    directory = campaigns.campaigns_dir(UNIT)
+    directory = campaigns.campaigns_dir(UNIT, STATE_ROOT)
     h.session.files[directory] = f"{running.id}.json\n{json.dumps(running.record())}\n"
     h.guard.observe(HostStateChanged(HostState("b300", ConnState.CONNECTED)))
     await h.settle_tasks()
