@@ -163,6 +163,20 @@ def connect(links: Sequence[Link]) -> None:
                 ip("-n", link.netns, "route", "replace", str(other.network), "via", link.gateway)
 
 
+@contextlib.contextmanager
+def shaped(link: Link, rate: str = "200mbit") -> Iterator[None]:
+    """What the host sends goes out at `rate` (a token bucket on its end of the veth): a
+    transfer then lasts as long on a starved core as on an idle one, so a test can act while
+    it runs instead of racing it."""
+    tc = ["ip", "netns", "exec", link.netns, "tc", "qdisc"]
+    bucket = ["root", "tbf", "rate", rate, "burst", "256kb", "latency", "200ms"]
+    subprocess.run([*tc, "add", "dev", link.peer, *bucket], check=True, timeout=30)
+    try:
+        yield
+    finally:
+        subprocess.run([*tc, "del", "dev", link.peer, "root"], check=False, timeout=30)
+
+
 def set_link(link: Link, up: bool) -> None:
     ip("link", "set", link.veth, "up" if up else "down")
 

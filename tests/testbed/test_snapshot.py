@@ -23,6 +23,7 @@ from console.cli import build_parser
 from console.cli.snapshot import cmd_snapshot
 from console.local.audit import AuditLog
 from console.package.manifest import MANIFEST_NAME, PART_SUFFIX
+from tests.testbed import netns
 from tests.testbed.bed import Testbed
 from tests.testbed.hosts import Host, wait_for
 from tests.testbed.layout import UNIT
@@ -116,11 +117,15 @@ async def test_real_sftp_and_host_digests_give_an_identical_checkable_package(
 
 @pytest.fixture
 def big(bed: Testbed) -> Iterator[Path]:
-    """A bench file big enough to take a while to copy, on the first host."""
-    path = bench_dir(bed.hosts[0]) / BIG
+    """A bench file that takes a while to copy, on the first host, whose link is shaped: four
+    seconds or more however busy the machine (a fast copy on a starved core finished between
+    two looks for its first bytes)."""
+    host = bed.hosts[0]
+    path = bench_dir(host) / BIG
     with path.open("wb") as fh:
         fh.write(os.urandom(96 << 20))
-    yield path
+    with netns.shaped(host.link):
+        yield path
     path.unlink(missing_ok=True)
 
 
