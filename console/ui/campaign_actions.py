@@ -122,7 +122,7 @@ class CampaignActions(RolloutActions):
         self.push_screen(screen)
 
     async def _run_campaign(self, host: str, sweep: Sweep) -> None:
-        self.engine.call(self.left_on.hold, host)  # its cells' "started" entries are no finding
+        self.engine.call(self.own_change, host, True)  # its cells' restarts too
         try:
             async with self.holding([host], "campaign"):  # opened first if it was idle
                 ended = await self.engine.run(sweep.run())
@@ -138,7 +138,7 @@ class CampaignActions(RolloutActions):
             self._campaign_stopped(host, f"stopped: {exc}")
             return
         finally:
-            self.engine.call(self.left_on.release, host)
+            self.engine.call(self.own_change, host, False)
             self.engine.call(self.fleet.refresh_status, host)
         self.notify(
             f"{host}: campaign {ended.id} {ended.state}: {ended.end}",

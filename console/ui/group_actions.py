@@ -117,7 +117,7 @@ class GroupActions(RolloutActions):
         async def run() -> None:
             self._in_group_rollout.update(hosts)
             for host in hosts:
-                self.engine.call(self.left_on.hold, host)
+                self.engine.call(self.own_change, host, True)
             try:
                 async with self.holding(hosts, ChangeAction.GROUP_SET.value):
                     sessions = {h: self.fleet.sessions[h] for h in hosts}
@@ -136,7 +136,7 @@ class GroupActions(RolloutActions):
             finally:
                 self._in_group_rollout.difference_update(hosts)
                 for host in hosts:
-                    self.engine.call(self.left_on.release, host)
+                    self.engine.call(self.own_change, host, False)
             self.post_message(GroupUpdated(rollout, ended))
             for outcome in [*ended.outcomes, *ended.undone]:
                 self.engine.call(self.fleet.refresh_status, outcome.host)

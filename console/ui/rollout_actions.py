@@ -188,7 +188,7 @@ class RolloutActions(Shell):
         host = plan.host
 
         async def run() -> None:
-            self.engine.call(self.left_on.hold, host)  # its own "started" entry is no finding
+            self.engine.call(self.own_change, host, True)
             try:
                 async with self.holding([host], action.value):  # opened first if it was idle
                     session = self.fleet.sessions[host]
@@ -201,7 +201,7 @@ class RolloutActions(Shell):
                 self.notify(f"{host}: rollout stopped: {exc}", severity="error", markup=False)
                 return
             finally:
-                self.engine.call(self.left_on.release, host)
+                self.engine.call(self.own_change, host, False)
             self._changed(outcome)
             self.engine.call(self.probation.reread, host)  # a kept change starts a probation
 
@@ -237,9 +237,9 @@ class RolloutActions(Shell):
 
     def _probation_posted(self, event: ProbationEvent) -> None:  # on the engine's thread
         if isinstance(event, ProbationRolling):
-            self.left_on.hold(event.host)  # its own "started" entry is no finding
+            self.own_change(event.host, True)
         elif isinstance(event, ProbationDone) and event.outcome is not None:
-            self.left_on.release(event.host)
+            self.own_change(event.host, False)
         self.post_message(ProbationUpdated(event))
 
     @on(ProbationUpdated)

@@ -90,6 +90,17 @@ class Shell(App[int]):
         async with self.holding(hosts, what):
             return await self.engine.run(work())
 
+    def own_change(self, host: str, running: bool) -> None:
+        """On the engine's thread: a change of this console began (`running`) or ended on
+        `host`. Its "started" history entry is no change left unfinished (left_on), and its
+        restarts are no crash loop (the host's monitor)."""
+        if running:
+            self.left_on.hold(host)
+        else:
+            self.left_on.release(host)
+        if (monitor := self.fleet.monitors.get(host)) is not None:
+            monitor.planned(running)
+
     @property
     def selected_host(self) -> str | None:
         table = self.main(HostTable)

@@ -113,6 +113,12 @@ class HostMonitor:
         if status.invocation_id == self.metrics.invocation_id and not self.metrics.invocation_flags:
             self.metrics.invocation_flags = flags
 
+    def planned(self, running: bool) -> None:
+        """A change of this console began or ended on the host: its restarts are no crash
+        loop (console/watch/restarts.py)."""
+        with self._lock:
+            self.restarts.planning(running, self.clock.time())
+
     def flags_for(self, invocation: str | None) -> dict[str, FlagValue] | None:
         return None if invocation is None else self._flags.get(invocation)
 

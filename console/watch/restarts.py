@@ -5,7 +5,9 @@ During a cuBLAS restart loop the unit read `active/running` half the time and
 not look like one. Restarts are counted from the two places they show: a new invocation id
 in the journal, and systemd's `NRestarts` growing between polls (a run too short to log
 anything). A host that restarted `LOOP_RESTARTS` times within `WINDOW_S` is crash-looping
-until it has stayed up `STABLE_S` since its last restart.
+until it has stayed up `STABLE_S` since its last restart. Restarts a change of this console
+made (`planning`: from its start to `PLANNED_GRACE_S` after its end) are counted, but are no
+crash loop: three changes in two minutes are the operator at work.
 
 Pure: times are passed in (the host's clock for journal times, ours for polls; both are
 seconds since the epoch and the windows are minutes wide).
@@ -21,6 +23,8 @@ WINDOW_S = 600.0
 LOOP_RESTARTS = 3
 STABLE_S = 120.0
 """Up this long since the last restart, a crash-looping host is calm again."""
+PLANNED_GRACE_S = 30.0
+"""After a change ends, its restarts may still arrive (journal lines, the next status poll)."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,23 @@ class RestartTracker:
         """Invocation changes seen since the last poll (each explains one NRestarts step)."""
         self._from_polls = 0
         """Restarts counted from NRestarts whose new run the journal has not shown yet."""
+        self._unplanned: deque[float] = deque(maxlen=256)
+        """The restarts no change of this console made: what a crash loop is made of."""
+        self._planning = 0
+        self._planned_until = float("-inf")
+
+    def planning(self, running: bool, at: float) -> None:
+        """A change of this console began (`running`) or ended on the host, at `at`."""
+        if running:
+            self._planning += 1
+        else:
+            self._planning = max(0, self._planning - 1)
+            self._planned_until = at + PLANNED_GRACE_S
+
+    def _restarted(self, at: float, count: int = 1) -> None:
+        self._times.extend([at] * count)
+        if not (self._planning or at <= self._planned_until):
+            self._unplanned.extend([at] * count)
 
     def invocation(self, invocation: str, at: float, *, first: bool = False) -> None:
         """A run seen in the journal; `first` for the run the console found running."""
@@ -50,19 +71,20 @@ class RestartTracker:
         if self._from_polls:  # the poll saw this restart first and counted it
             self._from_polls -= 1
             return
-        self._times.append(at)
+        self._restarted(at)
         self._unexplained += 1
 
     def n_restarts(self, count: int, at: float) -> None:
         """systemd's NRestarts from a poll: steps no new invocation explained are restarts."""
         if self._n_restarts is not None and count > self._n_restarts:
             missing = max(0, count - self._n_restarts - self._unexplained)
-            self._times.extend([at] * missing)
+            self._restarted(at, missing)
             self._from_polls += missing
         self._n_restarts = count
         self._unexplained = 0
 
     def summary(self, now: float) -> RestartSummary:
         recent = [t for t in self._times if now - t <= WINDOW_S]
-        looping = len(recent) >= LOOP_RESTARTS and now - max(recent) < STABLE_S
+        loops = [t for t in self._unplanned if now - t <= WINDOW_S]
+        looping = len(loops) >= LOOP_RESTARTS and now - max(loops) < STABLE_S
         return RestartSummary(len(recent), looping)

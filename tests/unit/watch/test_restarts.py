@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from console.watch.restarts import STABLE_S, WINDOW_S, RestartTracker
+from console.watch.restarts import PLANNED_GRACE_S, STABLE_S, WINDOW_S, RestartTracker
 
 T = 1_000_000.0
 
@@ -37,3 +37,20 @@ def test_three_restarts_are_a_loop_until_the_host_stays_up() -> None:
     calm = tracker.summary(last + STABLE_S + 1)
     assert not calm.looping and calm.recent == 3
     assert tracker.summary(last + WINDOW_S + 31).recent == 0
+
+
+def test_restarts_of_this_consoles_own_changes_are_counted_but_are_no_loop() -> None:
+    """Three changes in two minutes are the operator at work, not a crash loop."""
+    tracker = RestartTracker()
+    tracker.invocation("run-0", T, first=True)
+    for i in range(3):
+        tracker.planning(True, T + 40 * i)
+        tracker.invocation(f"run-{i + 1}", T + 40 * i + 5)
+        tracker.planning(False, T + 40 * i + 20)
+    tracker.invocation("run-4", T + 100 + PLANNED_GRACE_S - 1)  # late: still the change's
+    summary = tracker.summary(T + 130)
+    assert summary.recent == 4 and not summary.looping
+    # Crashes of its own, after the changes: a loop again.
+    for i in range(3):
+        tracker.invocation(f"crash-{i}", T + 200 + 10 * i)
+    assert tracker.summary(T + 230).looping
