@@ -387,6 +387,31 @@ class HostTable(ScrollView, can_focus=True):
         capped = before > self.size.height and after >= self.size.height
         self.refresh(layout=before != after and not capped)
 
+    def fit_widths(self) -> bool:
+        """Narrow the columns to their widest current cell when that brings a dropped column
+        back (a long unit state, `deactivating/stop-sigterm`, once pushed `unit` and
+        `restarts` off an 80-column table for good). Otherwise widths stay: numbers that
+        shrink by a digit do not make the columns jump. True when it narrowed them."""
+        if len(self._shown) == len(COLUMNS):
+            return False
+        widths = [cell_len(c) for c in COLUMNS]
+        for cells in self._cells_by_name.values():
+            for i, cell in enumerate(cells):
+                width = cell.cell_len if isinstance(cell, Text) else cell_len(cell)
+                widths[i] = max(widths[i], width)
+        if widths == self._cell_widths:
+            return False
+        before, self._cell_widths = self._cell_widths, widths
+        self._widths = [max(w, cell_len(h)) for w, h in zip(widths, self._header(), strict=True)]
+        if len(self._fitting(self.scrollable_content_region.width)) <= len(self._shown):
+            self._cell_widths = before  # nothing comes back: keep the columns still
+            self._widths = [
+                max(w, cell_len(h)) for w, h in zip(before, self._header(), strict=True)
+            ]
+            return False
+        self._resize()
+        return True
+
     def _fitting(self, available: int) -> list[int]:
         """The columns to draw in `available` cells (all of them before the first layout)."""
         shown = list(range(len(COLUMNS)))

@@ -132,6 +132,7 @@ class Monitoring(Shell):
             table.set_restarts(name, restarts.recent, restarts.looping)
         if table.arranged:  # a sort by tok/s or a filter on state follows the hosts
             table.rearrange()
+        table.fit_widths()  # a column a long state pushed off comes back once it is gone
         self._publish_on_screen()
 
     def _publish_on_screen(self) -> None:

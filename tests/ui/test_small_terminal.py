@@ -3,6 +3,8 @@ layout follows resizes both ways."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from console.app import SpecopsApp
 from tests.ui.scripted import ScriptedFleet, profiles
 from widgets.host_table import HostTable
@@ -44,4 +46,23 @@ async def test_80x24_keeps_the_numbers_and_resizes_follow_both_ways() -> None:
         assert "nvls" not in table.shown_columns and not stats.display
         assert 10 <= view.size.height < wide
         assert "1655" in row("b300")
+        await pilot.press("q")
+
+
+async def test_a_column_a_long_state_pushed_off_comes_back_once_it_is_gone() -> None:
+    app = SpecopsApp(ScriptedFleet(profiles()))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.4)
+        table = app.query_one(HostTable)
+        name = table.order[0]
+        status = table.rows_by_name[name].status
+        assert status is not None
+        shown = table.shown_columns
+        long = replace(status, active_state="deactivating", sub_state="stop-sigterm-waiting")
+        table.set_status(long)
+        await pilot.pause(0.1)
+        assert len(table.shown_columns) < len(shown)  # the long state took their room
+        table.set_status(status)
+        await pilot.pause(1.5)  # the next freshness tick narrows the column again
+        assert table.shown_columns == shown
         await pilot.press("q")
