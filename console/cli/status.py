@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from rich.table import Table
@@ -16,7 +19,10 @@ from console.service.flags import format_value
 from console.service.status import read_status
 from console.transport.host_files import state_refused
 from console.transport.ssh import ConnState, Disconnected, HostState, RemoteError
+from console.tuning import history
+from console.tuning.history import HistoryError
 from console.tuning.left_on import LeftOn, read_left_on
+from console.tuning.probation import Probation, probation_of
 from console.watch.health import probe_health
 
 
@@ -30,36 +36,53 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(cmd_status(args))
 
 
-Result = tuple[HostState, ServiceStatus | None, str | None, str | None, LeftOn | None, str | None]
-"""Connection, unit status, error, the `/health` answer (None when not connected), the
-configuration a change that did not end left the host on (None: all as the files say), and
-why the host's state directory cannot be written (None: it can, or it was not asked)."""
+@dataclass
+class HostReport:
+    """What `status` learned of one host."""
+
+    state: HostState
+    status: ServiceStatus | None = None
+    error: str | None = None
+    health: str | None = None
+    """The `/health` answer (None when not connected)."""
+    left: LeftOn | None = None
+    """The configuration a change that did not end left the host on (None: as the files say)."""
+    unwritable: str | None = None
+    """Why the host's state directory cannot be written (None: it can, or it was not asked)."""
+    probation: Probation | None = None
+    """The kept change on probation, from the host's history (None: none)."""
 
 
-async def _status_one(profile: Profile) -> Result:
+async def _status_one(profile: Profile) -> HostReport:
     session = new_session(profile)
     session.start()
     try:
         state = await session.wait_settled(profile.ssh.connect_timeout_s + 5)
         if state.state is not ConnState.CONNECTED:
-            return state, None, None, None, None, None
+            return HostReport(state)
         status_read, health = await asyncio.gather(
             read_status(session, with_version=True), probe_health(session), return_exceptions=True
         )
         word = health if isinstance(health, str) else None
         if isinstance(status_read, Disconnected):  # lost after connecting: unreachable (3)
             lost = HostState(profile.name, ConnState.UNREACHABLE, str(status_read))
-            return lost, None, None, word, None, None
+            return HostReport(lost, health=word)
         if isinstance(status_read, RemoteError | ValueError):
-            return state, None, str(status_read), word, None, None
+            return HostReport(state, error=str(status_read), health=word)
         if isinstance(status_read, BaseException):
             raise status_read
-        left = await read_left_on(session, status_read.flags)
+        report = HostReport(state, status_read, health=word)
+        report.left = await read_left_on(session, status_read.flags)
         try:
-            unwritable = await state_refused(session)
+            report.unwritable = await state_refused(session)
         except RemoteError as exc:
-            unwritable = f"its state directory could not be checked: {exc}"
-        return state, status_read, None, word, left, unwritable
+            report.unwritable = f"its state directory could not be checked: {exc}"
+        with contextlib.suppress(HistoryError, RemoteError):  # read_left_on said why
+            entries = await history.load(session, profile.service.unit)
+            report.probation = probation_of(
+                profile.name, entries, profile.service.probation_s, time.time()
+            )
+        return report
     finally:
         await session.close()
 
@@ -71,15 +94,9 @@ RELOAD_PENDING = "NeedDaemonReload=yes: the flags are the files', not the runnin
 """After an interrupted change the unit files on disk differ from what systemd runs."""
 
 
-def _status_record(
-    profile: Profile,
-    state: HostState,
-    status: ServiceStatus | None,
-    error: str | None,
-    health: str | None = None,
-    left: LeftOn | None = None,
-    unwritable: str | None = None,
-) -> dict[str, Any]:
+def _status_record(profile: Profile, report: HostReport) -> dict[str, Any]:
+    state, status, health, left = report.state, report.status, report.health, report.left
+    unwritable, error, probation = report.unwritable, report.error, report.probation
     record: dict[str, Any] = {
         "host": profile.name,
         "connection": state.state.value,
@@ -106,6 +123,13 @@ def _status_record(
         )
     if left is not None:
         record["left_on"] = left.record()
+    if probation is not None:
+        record["probation"] = {
+            "entry": probation.entry.n,
+            "kept_at": probation.kept_at,
+            "until": probation.until,
+            "left_s": round(probation.left_s(time.time())),
+        }
     if status is not None:
         record["state_dir"] = {
             "path": profile.service.state_dir,
@@ -120,7 +144,7 @@ def _status_record(
 async def cmd_status(args: argparse.Namespace) -> int:
     profiles = select(load_profiles(args), args.hosts)
     results = await asyncio.gather(*(_status_one(p) for p in profiles))
-    records = [_status_record(p, *r) for p, r in zip(profiles, results, strict=True)]
+    records = [_status_record(p, r) for p, r in zip(profiles, results, strict=True)]
     if args.json:
         for record in records:
             print(json.dumps(record), flush=True)
@@ -153,9 +177,19 @@ async def cmd_status(args: argparse.Namespace) -> int:
                 out.print(f"{r['host']}: {detail}", markup=False, soft_wrap=True)
             if offered and offered not in detail:
                 out.print(f"{r['host']}: the host offers {offered}", markup=False, soft_wrap=True)
-        for profile, (*_, left, unwritable) in zip(profiles, results, strict=True):
+        for profile, report in zip(profiles, results, strict=True):
+            left, unwritable, probation = report.left, report.unwritable, report.probation
             if left is not None:  # below the table: whole, whatever the width
                 out.print(f"{profile.name} {left.text()}", markup=False, soft_wrap=True)
+            if probation is not None:
+                out.print(
+                    f"{profile.name}: {probation.label(time.time())} (history entry "
+                    f"{probation.entry.n}); a crash rolls it back only while `specops watch` "
+                    "or the TUI runs",
+                    style="cyan",
+                    markup=False,
+                    soft_wrap=True,
+                )
             if unwritable is not None:
                 out.print(
                     f"{profile.name}: {unwritable}", style="yellow", markup=False, soft_wrap=True

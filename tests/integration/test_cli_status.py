@@ -99,3 +99,28 @@ def test_an_unreachable_host_says_what_was_tried_and_no_retry_it_will_not_make(
     port = next(line for line in profile.read_text().splitlines() if line.startswith("port"))
     assert f"127.0.0.1:{port.split('=')[1].strip()})" in record["detail"]
     assert "retry" not in record["detail"]
+
+
+def test_status_names_a_probation_and_that_only_a_watch_acts_on_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sim = ThreadedSimFleet(
+        SimFleet(tmp_path / "sim", hosts=1, timing=Timing(load_s=0.2, decode_interval_s=0.1))
+    )
+    sim.start()
+    try:
+        profiles = str(sim.fleet.profiles_dir)
+        assert main(["status", "--json", "--profiles", profiles]) == 0
+        (before,) = map(json.loads, capsys.readouterr().out.splitlines())
+        assert "probation" not in before
+        assert main(["set", "b300", "budget=4", "--yes", "--profiles", profiles]) == 0
+        capsys.readouterr()
+        assert main(["status", "--json", "--profiles", profiles]) == 0
+        (after,) = map(json.loads, capsys.readouterr().out.splitlines())
+        assert after["probation"]["entry"] == 1 and 1700 < after["probation"]["left_s"] <= 1800
+        assert main(["status", "--profiles", profiles]) == 0
+        said = capsys.readouterr().out.replace("\n", " ")
+        assert "b300: probation 30m left (history entry 1)" in said
+        assert "only while `specops watch` or the TUI runs" in said
+    finally:
+        sim.stop()
