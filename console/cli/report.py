@@ -8,6 +8,7 @@ report listed. The same package always gives the same bytes (console/findings/re
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     cmd.add_argument("package", metavar="PACKAGE")
     cmd.add_argument("--out", metavar="FILE", help=f"write here instead of PACKAGE/{REPORT_NAME}")
+    cmd.add_argument("--json", action="store_true", help="one JSON object: path, written")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         err.print(f"specops: {exc.filename or target}: {exc.strerror}", markup=False)
         return EXIT_FAILED
+    if args.json:
+        record = {"path": os.fspath(target), "written": changed, "manifest_refreshed": manifest}
+        print(json.dumps(record), flush=True)
+        return EXIT_OK
     verb = "written" if changed else "unchanged"
     note = "; manifest refreshed" if manifest else ""
     out.print(f"{escape(os.fspath(target))}: {verb}{note}", soft_wrap=True)

@@ -128,7 +128,14 @@ async def test_budget_16_eager_shows_accept_up_throughput_down_and_a_crash_is_ne
     )
     # The package holds the host's files byte for byte.
     assert [p.read_bytes() for p in mirrored] == [p.read_bytes() for p in on_host(sim)]
-    assert main(["report", str(package)]) == 0
+    capsys.readouterr()
+    assert main(["report", str(package), "--json"]) == 0
+    written = json.loads(capsys.readouterr().out)  # stdout: the one JSON object
+    assert written == {
+        "path": str(package / "REPORT.md"),
+        "written": True,
+        "manifest_refreshed": True,
+    }
     report = (package / "REPORT.md").read_text()
     assert "**rolled back**: illegal_memory_access during CUDA graph capture" in report
     kept = next(line for line in report.splitlines() if "→ budget=16 cuda_graph=off" in line)

@@ -8,6 +8,7 @@ a network error; `trust` of an ssh_config alias enrolled the alias, not what is 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import asyncssh
@@ -103,6 +104,12 @@ async def test_trust_and_status_say_a_changed_key_is_refused(
     args = argparse.Namespace(host=host.name, yes=True, profiles=str(profiles))
     assert await cmd_trust(args) == 3
     assert "the host key CHANGED" in capsys.readouterr().err
+    args.json = True
+    assert await cmd_trust(args) == 3
+    said = capsys.readouterr()
+    record = json.loads(said.out)  # stdout: the one JSON object; the words went to stderr
+    assert record["outcome"] == "changed" and record["fingerprint"] == host.host_key_fingerprint()
+    assert len(record["pinned"]) == 1 and "the host key CHANGED" in said.err
     assert await cmd_status(parse_args(["status", "--profiles", str(profiles)])) == 3
     shown = capsys.readouterr().out  # at 80 columns: the fingerprints whole, below the table
     assert f"{host.name}: CHANGED: the host offers {host.host_key_fingerprint()}" in shown
@@ -144,6 +151,10 @@ async def test_trust_enrols_the_address_an_ssh_config_alias_resolves_to(
     capsys.readouterr()
     assert await cmd_trust(args) == 0
     assert "already trusted" in capsys.readouterr().out
+    args.json = True
+    assert await cmd_trust(args) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["outcome"] == "already_trusted" and record["address"] == f"{host.address}:22"
 
 
 def _profile_toml(bed: Testbed, name: str, config: Path, known: Path) -> str:
