@@ -66,6 +66,7 @@ class FlagEditorScreen(ModalScreen["Plan | GroupPlan | None"]):
     FlagEditorScreen.-editing Input { display: block; }
     FlagEditorScreen #flag-diff { display: none; height: auto; max-height: 22; }
     FlagEditorScreen.-review #flag-diff { display: block; }
+    FlagEditorScreen.-review DataTable { display: none; }
     FlagEditorScreen #flag-error { color: $error; height: auto; }
     FlagEditorScreen .hint { color: $text-muted; }
     """
@@ -164,7 +165,9 @@ class FlagEditorScreen(ModalScreen["Plan | GroupPlan | None"]):
 
     def _leave_review(self) -> None:
         self.plan = None
-        self.remove_class("-review")
+        if self.has_class("-review"):
+            self.remove_class("-review")
+            self.set_focus(self.query_one(DataTable))
         self._hint(HINT_TABLE)
 
     # --- editing -----------------------------------------------------------------------
@@ -270,7 +273,12 @@ class FlagEditorScreen(ModalScreen["Plan | GroupPlan | None"]):
             return
         self.plan = plan
         self.query_one("#flag-diff-text", Static).update(diff_text(plan.diff))
+        # The values make room for the diff, which scrolls (↑ ↓) in what the screen leaves
+        # it: at 80×24 its end and the `y` hint fell below the view.
+        diff = self.query_one("#flag-diff", VerticalScroll)
+        diff.styles.max_height = max(4, self.app.size.height - 8)
         self.add_class("-review")
+        self.set_focus(diff)
         self._hint(f"{plan.summary()} — {HINT_REVIEW}")
 
     def action_apply(self) -> None:

@@ -193,6 +193,9 @@ async def test_keys_typed_in_one_burst_all_reach_the_value_and_the_column_fits_i
         assert "2048" in shown
         diff = text_of(editor.query_one("#flag-diff-text", Static))
         assert "+    --max-running-requests 2048" in diff
+        # At 80×24 the diff and its `y` hint fit on screen (the values make room).
+        hint = editor.query_one("#flag-hint", Static)
+        assert "y apply and restart" in text_of(hint) and 0 < hint.region.bottom <= 24
         await pilot.press("escape", "escape", "q")
 
 
