@@ -60,7 +60,10 @@ class GroupRolloutScreen(Screen[None]):
     GroupRolloutScreen.-ok #group-outcome { color: $success; }
     GroupRolloutScreen.-stopped #group-outcome { color: $warning; }
     """
-    BINDINGS = [Binding("escape", "close", "Close (the rollout goes on)", id="group-close")]
+    BINDINGS = [
+        Binding("escape", "close", "Close (the rollout goes on)", id="group-close"),
+        Binding("escape", "close_ended", "Close", id="group-close-ended"),
+    ]
 
     def __init__(self, planned: GroupPlan, rollout: str, kind: str = "change") -> None:
         super().__init__()
@@ -147,6 +150,7 @@ class GroupRolloutScreen(Screen[None]):
             self.wave_state[event.number - 1] = "passed" if passed else "stopped"
         else:
             self.outcome = event
+            self.refresh_bindings()
             self.wave_state = [s if s != "waiting" else "not started" for s in self.wave_state]
             table: DataTable[Text | str] = self.query_one(DataTable)
             for host in event.untouched:
@@ -158,5 +162,16 @@ class GroupRolloutScreen(Screen[None]):
             self.query_one("#group-outcome", Static).update(text)
         self.query_one("#group-waves", Static).update(self._waves_text())
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Escape says the rollout goes on only while it does."""
+        if action == "close":
+            return self.outcome is None
+        if action == "close_ended":
+            return self.outcome is not None
+        return True
+
     def action_close(self) -> None:
+        self.dismiss(None)
+
+    def action_close_ended(self) -> None:
         self.dismiss(None)

@@ -80,7 +80,10 @@ class RolloutScreen(Screen[None]):
     RolloutScreen.-rolled-back #rollout-outcome { color: $warning; }
     RolloutScreen.-failed #rollout-outcome { color: $error; }
     """
-    BINDINGS = [Binding("escape", "close", "Close (the rollout goes on)", id="rollout-close")]
+    BINDINGS = [
+        Binding("escape", "close", "Close (the rollout goes on)", id="rollout-close"),
+        Binding("escape", "close_ended", "Close", id="rollout-close-ended"),
+    ]
 
     def __init__(self, plan: Plan, kind: str = "change") -> None:
         """`kind`: "change" or "rollback" (an operator's or probation's), for the title."""
@@ -148,6 +151,7 @@ class RolloutScreen(Screen[None]):
 
     def _finished(self, result: RolloutFinished) -> None:
         self.result = result
+        self.refresh_bindings()
         self.set_class(result.outcome is RolloutOutcome.APPLIED, "-applied")
         self.set_class(result.outcome is RolloutOutcome.ROLLED_BACK, "-rolled-back")
         self.set_class(result.outcome is RolloutOutcome.FAILED, "-failed")
@@ -155,5 +159,16 @@ class RolloutScreen(Screen[None]):
             Text(outcome_text(result) + " · escape to close")
         )
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Escape says the rollout goes on only while it does."""
+        if action == "close":
+            return self.result is None
+        if action == "close_ended":
+            return self.result is not None
+        return True
+
     def action_close(self) -> None:
+        self.dismiss(None)
+
+    def action_close_ended(self) -> None:
         self.dismiss(None)

@@ -11,6 +11,7 @@ from textual.message import Message
 from textual.notifications import Notify
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Log, Static
+from textual.widgets._footer import FooterKey
 from textual.widgets.data_table import ColumnKey
 
 from console.app import SpecopsApp
@@ -101,6 +102,7 @@ async def test_a_confirmed_change_ends_healthy_with_live_progress(fleet: SimFlee
         assert any(
             isinstance(m, Notify) and "press q again" in m.notification.message for m in messages
         )
+        assert "Close (the rollout goes on)" in [k.description for k in view.query(FooterKey)]
         steps = view.query_one("#rollout-table", DataTable)
 
         def soak_countdown() -> str:
@@ -119,6 +121,9 @@ async def test_a_confirmed_change_ends_healthy_with_live_progress(fleet: SimFlee
         assert any("cuda graph: False" in line for line in journal.lines)
         outcome = text_of(view.query_one("#rollout-outcome", Static))
         assert "applied; healthy" in outcome and "stayed up 5s" in outcome
+        await pilot.pause()  # the footer follows the bindings: the rollout no longer goes on
+        footer = [k.description for k in view.query(FooterKey)]
+        assert "Close" in footer and "Close (the rollout goes on)" not in footer
 
         def applied_notice() -> bool:
             notes = [m.notification for m in messages if isinstance(m, Notify)]
