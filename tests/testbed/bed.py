@@ -17,6 +17,7 @@ import asyncssh
 from console.hosts.profiles import Profile, load_profile
 from console.sim.fleet import HOST_NAMES, render_profile
 from console.transport.ssh import host_key_line
+from tests import pace
 from tests.testbed import layout, netns
 from tests.testbed.hosts import BootError, Host, wait_all, wait_for
 
@@ -110,7 +111,7 @@ class Testbed:
             (self.jump_profiles_dir / f"{name}.toml").write_text(text)
 
     def _profile_text(self, host: Host, name: str = "", proxy_jump: str | None = None) -> str:
-        return render_profile(
+        text = render_profile(
             comment=COMMENT,
             name=name or host.name,
             host=host.address,
@@ -124,6 +125,10 @@ class Testbed:
             package=self.directory / "package",
             proxy_jump=proxy_jump,
         )
+        # A handshake with a real sshd on a starved core took over the 5 s of the template
+        # (a one-core CI run's snapshot found its host "unreachable"): scaled like every bound.
+        timeout = f"connect_timeout_s = {pace.bound(5):g}"
+        return text.replace("connect_timeout_s = 5\n", timeout + "\n", 1)
 
     def stop(self) -> None:
         """Kill every host (by its init's PID), delete the links; raise if anything is left."""
