@@ -98,6 +98,15 @@ def test_a_ready_timeout_past_a_day_is_refused_by_name(tmp_path: Path) -> None:
         load_profile(write(tmp_path, text))
 
 
+@pytest.mark.parametrize("bad", ["var/lib/specops", "/var/lib/../../etc", "/var/lib/spec ops", "/"])
+def test_a_state_directory_that_is_no_absolute_plain_path_is_refused_by_name(
+    tmp_path: Path, bad: str
+) -> None:
+    path = write(tmp_path, MINIMAL + f'state_dir = "{bad}"\n')  # [service] is the last table
+    with pytest.raises(ProfileError, match=r"service\.state_dir"):
+        load_profile(path)
+
+
 def test_bad_unit_name(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match=r"service\.unit.*rm -rf"):
         load_profile(write(tmp_path, MINIMAL.replace("sglang.service", "x; rm -rf /")))
