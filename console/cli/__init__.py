@@ -36,6 +36,8 @@ loading, connecting). Nothing here imports Textual or the simulator when the CLI
 - `tail.py`: `specops tail`: one host's journal, filtered like the TUI's view, as text or JSON
   lines;
 - `tail_link.py`: what `specops tail` says on stderr while the link stalls or drops (issue 20);
+- `terminal.py`: the consoles `out` and `err` print with: no control character from a host or
+  a file reaches the terminal;
 - `trust.py`: `specops trust HOST`: enrol a host's key, fingerprint shown first; never a
   changed one;
 - `verify.py`: `specops verify PACKAGE`: re-hash a package against its MANIFEST.sha256; list

@@ -16,8 +16,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rich.console import Console
-
+from console.cli.terminal import SafeConsole
 from console.hosts.inventory import load_inventory_fleet
 from console.hosts.profiles import Profile, load_fleet
 from console.local.audit import AuditLog
@@ -32,9 +31,10 @@ from console.transport.ssh import (
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 """Messages on stderr are never wrapped: a path or a command in one stays whole to copy."""
-out = Console(highlight=False)
+out = SafeConsole(highlight=False)
+"""Both print no control character they were given (console/cli/terminal.py)."""
 
 
 class UsageError(Exception):

@@ -173,6 +173,8 @@ def _records(text: str) -> tuple[list[Any], str]:
         return [], "empty file"
     try:
         return [json.loads(stripped)], ""
+    except RecursionError:
+        return [], "nested too deep to be a bench result"
     except ValueError:
         pass  # not one JSON document: read it as JSON lines below
     found: list[Any] = []
@@ -186,6 +188,8 @@ def _records(text: str) -> tuple[list[Any], str]:
             return found, f"not JSON at line {lineno} (cut short?): {exc.msg}"
         except ValueError as exc:  # e.g. a number too long to convert
             return found, f"not JSON at line {lineno}: {exc}"
+        except RecursionError:
+            return found, f"line {lineno} is nested too deep to be a bench result"
     return found, ""
 
 

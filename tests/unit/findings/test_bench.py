@@ -271,3 +271,22 @@ def test_cli_bad_path_and_bad_baseline_are_usage_errors(tmp_path: Path) -> None:
     assert main(["bench", str(tmp_path / "missing.json")]) == 2
     assert main(["bench", str(AR), "--baseline", "nope"]) == 2
     assert main(["bench", str(tmp_path)]) == 2  # a directory with no bench file
+
+
+def test_a_hostile_bench_file_neither_stops_the_run_nor_reaches_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The attack run (issue 30): a 100k-deep JSON file ended `bench` with a RecursionError for
+    every file; ESC and OSC in a file's configuration were written to the terminal as is."""
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    assert parse_bench(str(deep), deep.read_bytes()).crashed
+    hostile = tmp_path / "hostile.jsonl"
+    serving = (FIXTURES / "sglang-0.5.23_bench_serving.jsonl").read_text()
+    record = json.loads(serving.splitlines()[0])
+    record["tag"] = "x\x1b]0;pwned\x07\x1b[2Jy"
+    hostile.write_text(json.dumps(record) + "\n")
+    assert main(["bench", str(deep), str(hostile)]) == 0
+    printed = capsys.readouterr()
+    assert "\x1b" not in printed.out + printed.err and "\x07" not in printed.out
+    assert "tag=x\\x1b]0;pwned\\x1b[2Jy" in printed.out  # shown, spelled out (BEL: rich drops it)
