@@ -127,7 +127,7 @@ async def query_range(
     series: list[Series] = []
     for item in _result(response):
         points = tuple(
-            (float(t), float(v)) for t, v in item.get("values", ()) if not math.isnan(float(v))
+            (float(t), float(v)) for t, v in item.get("values", ()) if math.isfinite(float(v))
         )
         series.append(Series(dict(item.get("metric", {})), points))
     return series

@@ -16,6 +16,7 @@ token), which covers every decode step of the window rather than the last batch 
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections import defaultdict
@@ -82,8 +83,8 @@ def parse_page(page: str, at: float | None = None) -> ServerMetrics:
     for family in text_string_to_metric_families(cut_page(page)):
         for sample in family.samples:
             name = metric_name(sample.name)
-            if name is None:
-                continue
+            if name is None or not math.isfinite(sample.value):
+                continue  # NaN or ±Inf is no number to show (a gauge before its first batch)
             # TP ranks of one data-parallel rank report the same batch: one value per dp_rank.
             groups[name][sample.labels.get("dp_rank", "")].append(sample.value)
     values: dict[str, float] = {}

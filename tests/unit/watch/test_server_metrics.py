@@ -166,6 +166,18 @@ def test_ranks_average_for_accept_length_and_add_up_over_data_parallel_ranks() -
     assert values["gen_throughput"] == 150  # TP ranks of one batch once, DP ranks summed
 
 
+def test_nan_and_infinite_samples_are_no_numbers() -> None:
+    """The attack run (issue 30): `/metrics` values `NaN` and `-Inf` were shown as numbers."""
+    page = (
+        'sglang:spec_accept_length{dp_rank="0",tp_rank="0"} NaN\n'
+        'sglang:spec_accept_length{dp_rank="1",tp_rank="0"} 4.0\n'
+        'sglang:gen_throughput{dp_rank="0",tp_rank="0"} -Inf\n'
+        'sglang:num_running_reqs{dp_rank="0",tp_rank="0"} +Inf\n'
+    )
+    values = parse_page(page).values
+    assert values == {"spec_accept_length": 4.0}
+
+
 def test_accept_length_over_a_window_from_counter_deltas() -> None:
     def read(tokens: float, calls: float) -> ServerMetrics:
         return ServerMetrics(
