@@ -93,8 +93,23 @@ class HostEvidence:
     """(package path, campaign record) mirrored into `campaigns/HOST/`."""
 
 
+_MD_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_MD_SPECIAL = str.maketrans({"<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]", "`": "\\`"})
+
+
 def _md(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text from the evidence as inert Markdown: it can neither break a table (`|`, a line
+    break) nor become a link, an image, code or HTML (`<script>` from a crafted bench
+    file's metadata); control characters are dropped."""
+    cleaned = _MD_CONTROL.sub("", str(text)).translate(_MD_SPECIAL)
+    return cleaned.replace("|", "\\|").replace("\n", " ")
+
+
+def _code(text: str) -> str:
+    """`text` as an inline code span in a table cell (a backtick in it would end the span:
+    it becomes a quote; HTML and links are inert in code already)."""
+    cleaned = _MD_CONTROL.sub("", text).replace("`", "'")
+    return "`" + cleaned.replace("|", "\\|").replace("\n", " ") + "`"
 
 
 def _fmt(value: float) -> str:
@@ -316,7 +331,7 @@ def _configurations(
         outcome = _md(_snapshot_outcome(record, crashes))
         rows.append([f"snapshot: {_md(config)}", outcome, w.link(rel)])
         for crash in crashes:
-            rows.append(["", f"`{_md(crash.line[:160])}`", w.link_to(crash.evidence)])
+            rows.append(["", _code(crash.line[:160]), w.link_to(crash.evidence)])
     for rel, bench in files:
         config = _md(config_text(bench.config) or "unknown")
         if bench.crashed:
@@ -347,7 +362,7 @@ def _accept(
         if isinstance(stats, dict) and stats.get("count"):
             cells = [_fmt(float(stats.get(k, 0))) for k in ("mean", "p50", "min", "max", "last")]
             variant = record.get("variant") or "?"
-            source = f"snapshot {variant}: its invocation's decode lines"
+            source = f"snapshot {_md(variant)}: its invocation's decode lines"
             rows.append([source, str(stats["count"]), *cells, w.link(rel)])
     noted = False
     for rel, bench in files:
@@ -501,7 +516,7 @@ def build_report(package: Path, out: Path | None = None) -> str:
         snapshots = _with_crashes(package, found.snapshots)
         groups = _by_release(found)
         for i, (release, files) in enumerate(groups.items()):
-            title = f"SGLang {release}" if release != _UNKNOWN else f"SGLang {_UNKNOWN}"
+            title = f"SGLang {_md(release)}" if release != _UNKNOWN else f"SGLang {_UNKNOWN}"
             w.add(f"## {_md(host)} · {title}", "")
             benches = [b for _, b in files]
             baseline = choose_baseline(benches) or choose_baseline([b for _, b in found.bench])

@@ -6,6 +6,7 @@ an illegal memory access during CUDA graph capture."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -210,3 +211,23 @@ def test_empty_package_and_bad_paths(tmp_path: Path) -> None:
     assert "holds no bench file, snapshot or experiment" in build_report(tmp_path / "empty")
     assert main(["report", str(tmp_path / "missing")]) == 2
     assert main(["report", str(tmp_path / "empty"), "--out", str(tmp_path / "no/dir.md")]) == 2
+
+
+def test_crafted_metadata_stays_inert_markdown(package: Path) -> None:
+    """The attack run (issue 30): `report` copied `<script>` and markdown links from a bench
+    file's metadata into REPORT.md verbatim."""
+    record = json.loads(
+        (FIXTURES / "sglang-0.5.23_bench_serving.jsonl").read_text().splitlines()[0]
+    )
+    record["tag"] = "<script>alert(1)</script> [click](http://evil.example) `x` | y"
+    record["server_info"]["version"] = "0.5.23<img src=x onerror=alert(1)>"
+    crafted = package / "bench" / "results_b300" / "crafted.jsonl"
+    crafted.write_text(json.dumps(record) + "\n")
+
+    report = build_report(package)
+
+    assert "<script>" not in report and "<img" not in report
+    assert "[click](http" not in report  # no link: its brackets escaped
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; \\[click\\](http://evil.example)" in report
+    row = next(line for line in report.splitlines() if line.startswith("| bench crafted:"))
+    assert len(re.findall(r"(?<!\\)\|", row)) == 4  # its three cells, no more
