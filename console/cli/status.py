@@ -109,8 +109,7 @@ def _status_record(profile: Profile, report: HostReport) -> dict[str, Any]:
         record["detail"] = state.detail
     if state.fingerprint:
         record["fingerprint"] = state.fingerprint
-    if health is not None:
-        record["health"] = health
+    record["health"] = health  # null when the host could not be asked: the key is always there
     if status is not None:
         record.update(
             active_state=status.active_state,
@@ -168,7 +167,7 @@ async def cmd_status(args: argparse.Namespace) -> int:
                 state += f"\ninvocation {r['invocation_id'][:12]}"
             if r.get("sglang_version"):
                 state += f"\nSGLang {r['sglang_version']}"
-            health = r.get("health", "-")
+            health = r["health"] or "-"
             table.add_row(r["host"], conn, health, state, flags or "-")
         out.print(table)
         for r in records:  # below the table: whole, whatever the width
