@@ -53,7 +53,10 @@ def load_profiles(args: argparse.Namespace) -> list[Profile]:
     directory = Path(args.profiles) if args.profiles else default_profiles_dir()
     inventory = getattr(args, "inventory", None) or load_settings().inventory
     if inventory:
-        profiles = load_inventory_fleet(Path(inventory).expanduser(), directory)
+        notices: list[str] = []
+        profiles = load_inventory_fleet(Path(inventory).expanduser(), directory, notices)
+        for notice in notices:
+            err.print(f"specops: {notice}", style="yellow", markup=False)
     else:
         profiles = load_fleet(directory)
     for profile in profiles:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import shlex
 import shutil
 import subprocess
@@ -203,6 +204,8 @@ class _Vars:
     def __init__(self, source: Path, host: InventoryHost) -> None:
         self.source = source
         self.host = host
+        self.overridden: set[str] = set()
+        """SSH options in its variables that specops does not follow, on purpose."""
 
     def fail(self, name: str, value: Any, why: str) -> ProfileError:
         return ProfileError(f"{self.source}: host {self.host.name!r}: {name} = {value!r}: {why}")
@@ -251,6 +254,67 @@ class _Vars:
         raise self.fail(name, value, "not a boolean (true/false, yes/no, on/off, 1/0)")
 
 
+OVERRIDDEN = {
+    "stricthostkeychecking": "StrictHostKeyChecking",
+    "userknownhostsfile": "UserKnownHostsFile",
+    "globalknownhostsfile": "GlobalKnownHostsFile",
+}
+"""Options an inventory may carry that specops overrides on purpose: host keys are always
+checked against the profile's known_hosts. Said once per inventory, never silently."""
+
+_SSH_FLAGS = frozenset("46ACNTqvx")
+"""`ssh` switches that change nothing about where a `-W` proxy leads (quiet, no tty, …)."""
+
+
+def proxy_command_jump(command: str) -> str:
+    """`ssh -W %h:%p [-q] [-p PORT] [-l USER] [USER@]HOST[:PORT]` as the ProxyJump it means
+    (`USER@HOST:PORT`); ValueError saying why for any other ProxyCommand (specops does not run
+    a local command to reach a host)."""
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        raise ValueError(f"ProxyCommand is not a valid shell word list: {exc}") from None
+    unsupported = (
+        "only the `ssh -W %h:%p [USER@]BASTION` form of ProxyCommand is read (as ProxyJump)"
+    )
+    if not words or posixpath.basename(words[0]) != "ssh":
+        raise ValueError(unsupported)
+    forward = user = port = target = None
+    i = 1
+    while i < len(words):
+        word = words[i]
+        if word.startswith("-") and len(word) >= 2:
+            flag, attached = word[1], word[2:]
+            if flag in ("W", "p", "l"):
+                if not attached:
+                    i += 1
+                    if i >= len(words):
+                        raise ValueError(f"ProxyCommand: {word} needs a value")
+                    attached = words[i]
+                if flag == "W":
+                    forward = attached
+                elif flag == "p":
+                    port = attached
+                else:
+                    user = attached
+            elif flag == "o" or not set(word[1:]) <= _SSH_FLAGS:
+                raise ValueError(f"{unsupported}; {word!r} is not read")
+        elif target is None:
+            target = word
+        else:
+            raise ValueError(f"{unsupported}; {word!r} follows the bastion")
+        i += 1
+    if forward != "%h:%p" or target is None:
+        raise ValueError(unsupported)
+    if "@" in target:
+        user, _, target = target.rpartition("@")
+    if target.count(":") == 1:
+        target, _, port = target.partition(":")
+    if not target or (port is not None and not port.isdigit()):
+        raise ValueError(f"ProxyCommand: {command!r} names no usable bastion")
+    return (f"{user}@" if user else "") + target + (f":{port}" if port else "")
+
+
 def _proxy_jump(v: _Vars) -> str | None:
     """ProxyJump from `ansible_ssh_common_args` / `ansible_ssh_extra_args` (`-J` or `-o`)."""
     jump: str | None = None
@@ -282,15 +346,23 @@ def _proxy_jump(v: _Vars) -> str | None:
             key = key.strip().lower()
             if key == "proxyjump":
                 jump = rest.strip()
+            elif key in OVERRIDDEN:
+                v.overridden.add(f"{OVERRIDDEN[key]}={rest.strip()}")
             elif key == "proxycommand":
-                raise v.fail(name, value, "ProxyCommand is not supported; use ProxyJump (-J)")
+                try:
+                    jump = proxy_command_jump(rest.strip())
+                except ValueError as exc:
+                    raise v.fail(name, value, str(exc)) from None
     if jump is not None and (not jump or any(c.isspace() for c in jump)):
         raise ProfileError(f"{v.source}: host {v.host.name!r}: ProxyJump {jump!r} is not valid")
     return jump or None
 
 
-def ssh_from_inventory(source: Path, host: InventoryHost) -> dict[str, Any]:
-    """The `[ssh]` keys this host's inventory variables set (absent ones are left out)."""
+def ssh_from_inventory(
+    source: Path, host: InventoryHost, overridden: dict[str, list[str]] | None = None
+) -> dict[str, Any]:
+    """The `[ssh]` keys this host's inventory variables set (absent ones are left out);
+    options specops overrides go into `overridden` (option → hosts)."""
     v = _Vars(source, host)
     connection = v.string("ansible_connection")
     if connection is not None and connection not in ("ssh", "smart", "paramiko"):
@@ -307,6 +379,9 @@ def ssh_from_inventory(source: Path, host: InventoryHost) -> dict[str, Any]:
         "proxy_jump": _proxy_jump(v),
         "sudo": become,
     }
+    for option in sorted(v.overridden):
+        if overridden is not None:
+            overridden.setdefault(option, []).append(host.name)
     return {key: value for key, value in found.items() if value is not None}
 
 
@@ -335,7 +410,10 @@ def _read_templates(directory: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
 
 
 def profile_for(
-    source: Path, host: InventoryHost, templates: Mapping[str, tuple[Path, dict[str, Any]]]
+    source: Path,
+    host: InventoryHost,
+    templates: Mapping[str, tuple[Path, dict[str, Any]]],
+    overridden: dict[str, list[str]] | None = None,
 ) -> Profile:
     """The host's profile: its templates merged in order, then the inventory's SSH variables."""
     chain = [FALLBACK_TEMPLATE, *host.groups, host.name]
@@ -356,7 +434,7 @@ def profile_for(
         data = _merge(data, template)
     ssh = dict(data.get("ssh") or {})
     ssh.setdefault("host", host.name)  # Ansible connects to the inventory name by default
-    ssh.update(ssh_from_inventory(source, host))
+    ssh.update(ssh_from_inventory(source, host, overridden))
     data.update(name=host.name, ssh=ssh, groups=list(host.groups))
     label = f"{source} host {host.name} (templates {', '.join(str(p.name) for p, _ in used)})"
     try:
@@ -365,8 +443,11 @@ def profile_for(
         raise ProfileError(format_validation(Path(label), exc)) from None
 
 
-def load_inventory_fleet(inventory: Path, templates_dir: Path) -> list[Profile]:
-    """Every host of the inventory as a profile, in the inventory's order."""
+def load_inventory_fleet(
+    inventory: Path, templates_dir: Path, notices: list[str] | None = None
+) -> list[Profile]:
+    """Every host of the inventory as a profile, in the inventory's order; `notices` gets one
+    line per SSH option of the inventory that specops overrides on purpose."""
     hosts = inventory_hosts(read_inventory(inventory), inventory)
     templates = _read_templates(templates_dir)
     known = {FALLBACK_TEMPLATE} | {h.name for h in hosts} | {g for h in hosts for g in h.groups}
@@ -377,4 +458,13 @@ def load_inventory_fleet(inventory: Path, templates_dir: Path) -> list[Profile]:
             "GROUP.toml or HOST.toml)"
         )
     # Host names are unique: they are the keys of the listing's hostvars and group host lists.
-    return [profile_for(inventory, h, templates) for h in hosts]
+    overridden: dict[str, list[str]] = {}
+    profiles = [profile_for(inventory, h, templates, overridden) for h in hosts]
+    for option, names in overridden.items():
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        if notices is not None:
+            notices.append(
+                f"{inventory}: {option} ({shown}) is not followed: specops always checks "
+                "host keys against the profile's known_hosts (`specops trust HOST` enrols one)"
+            )
+    return profiles

@@ -34,6 +34,11 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+_NOT_IN_ADDRESS = frozenset("<>\"'`;|&$(){}\\,")
+"""Characters no host name, address, user or `user@host:port` jump holds (IPv6 brackets are
+allowed: `[::1]`)."""
+
+
 class SSHConfig(_Strict):
     """How to reach the host. Anything left unset falls back to ssh_config, then defaults."""
 
@@ -60,6 +65,9 @@ class SSHConfig(_Strict):
     def _no_whitespace(cls, value: str | None) -> str | None:
         if value is not None and (not value or any(c.isspace() for c in value)):
             raise ValueError("must be non-empty and contain no whitespace")
+        if value is not None and (bad := sorted(set(value) & _NOT_IN_ADDRESS)):
+            # `<10.1.2.3>` from a template typo was taken for a name to resolve.
+            raise ValueError(f"must not contain {' '.join(repr(c) for c in bad)}")
         return value
 
 

@@ -3,6 +3,7 @@ group vars, host_vars), templates fill in the service, and bad values name host 
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -158,6 +159,55 @@ def test_a_saved_listing_is_read_without_ansible(
     assert load_inventory_fleet(saved, directory) == ran
     with pytest.raises(ProfileError, match="ansible-inventory` is not installed"):
         read_inventory(source)
+
+
+BASTION_INI = (
+    "[b300]\n"
+    "bastion ansible_host=10.9.0.1 ansible_user=ops\n"
+    "gpu-a ansible_host=10.0.0.5 "
+    """ansible_ssh_common_args='-o ProxyCommand="ssh -W %h:%p -q ops@10.9.0.1"'\n"""
+    "gpu-b ansible_host=10.0.0.6 "
+    """ansible_ssh_common_args='-o "ProxyCommand ssh -W %h:%p -p 2200 -l me jump"'\n"""
+)
+
+
+def test_the_ssh_w_proxy_command_is_read_as_the_proxy_jump_it_means(tmp_path: Path) -> None:
+    """The bastion form of most real inventories (NVIDIA DeepOps' example among them) refused
+    the whole inventory (issue 41); it means exactly ProxyJump."""
+    hosts = fleet(tmp_path, BASTION_INI, "hosts.ini")
+    assert hosts["bastion"].ssh.proxy_jump is None
+    assert hosts["gpu-a"].ssh.proxy_jump == "ops@10.9.0.1"
+    assert hosts["gpu-b"].ssh.proxy_jump == "me@jump:2200"
+
+
+def test_host_key_options_specops_overrides_are_said_once_per_inventory(tmp_path: Path) -> None:
+    """Issue 41: `-o StrictHostKeyChecking=no` was ignored without a word."""
+    source = tmp_path / "hosts.ini"
+    source.write_text(
+        "[b300]\nb300-[01:05] ansible_host=10.0.0.1\n\n[b300:vars]\n"
+        "ansible_ssh_common_args='-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null'\n"
+    )
+    notices: list[str] = []
+    profiles = load_inventory_fleet(source, templates(tmp_path, all=ALL), notices)
+    assert len(profiles) == 5
+    assert len(notices) == 2  # one per option, not one per host
+    assert notices[0].startswith(f"{source}: StrictHostKeyChecking=no (b300-01, b300-02, b300-03")
+    assert "and 2 more) is not followed" in notices[0] and "specops trust HOST" in notices[0]
+    assert "UserKnownHostsFile=/dev/null" in notices[1]
+
+
+@pytest.mark.parametrize(
+    ("command", "why"),
+    [
+        ("nc -X 5 -x proxy %h %p", "only the `ssh -W %h:%p [USER@]BASTION` form"),
+        ("ssh -W %h:%p -i other.pem ops@b", "'-i' is not read"),
+        ("ssh -W %h:%p a b", "'b' follows the bastion"),
+        ("ssh ops@b", "only the `ssh -W %h:%p [USER@]BASTION` form"),
+    ],
+)
+def test_any_other_proxy_command_is_refused_saying_why(command: str, why: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(why)):
+        inventory.proxy_command_jump(command)
 
 
 @pytest.mark.parametrize(

@@ -107,6 +107,21 @@ def test_a_state_directory_that_is_no_absolute_plain_path_is_refused_by_name(
         load_profile(path)
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("host", "<10.1.2.3>"), ("host", "gpu;reboot"), ("user", "ops$(id)"), ("proxy_jump", "a,b")],
+)
+def test_an_address_with_characters_no_address_holds_is_refused_by_name(
+    tmp_path: Path, field: str, value: str
+) -> None:
+    """Issue 41: `<10.1.2.3>` (a template typo) was taken for a host name to resolve."""
+    text = MINIMAL.replace('host = "10.0.0.5"', f'host = "10.0.0.5"\n{field} = "{value}"')
+    if field == "host":
+        text = MINIMAL.replace('"10.0.0.5"', f'"{value}"')
+    with pytest.raises(ProfileError, match=rf"ssh\.{field}.*must not contain"):
+        load_profile(write(tmp_path, text))
+
+
 def test_bad_unit_name(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match=r"service\.unit.*rm -rf"):
         load_profile(write(tmp_path, MINIMAL.replace("sglang.service", "x; rm -rf /")))
