@@ -12,7 +12,6 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from console.hosts.events import (
@@ -23,7 +22,7 @@ from console.hosts.events import (
 )
 from console.tuning.group import GroupEvent, GroupOutcome, WaveEnded, WaveStarted
 from console.tuning.group_plan import GroupPlan
-from widgets.rollout_view import STATE_STYLE
+from widgets.rollout_view import STATE_STYLE, ClosesWhenEnded
 
 OUTCOME_STYLE = {
     RolloutOutcome.APPLIED: "green",
@@ -51,7 +50,7 @@ def group_worker(rollout: str) -> str:
     return f"rollout:group:{rollout}"
 
 
-class GroupRolloutScreen(Screen[None]):
+class GroupRolloutScreen(ClosesWhenEnded):
     DEFAULT_CSS = """
     GroupRolloutScreen #group-title { height: auto; padding: 0 1; }
     GroupRolloutScreen #group-waves { height: auto; padding: 0 1; }
@@ -162,16 +161,6 @@ class GroupRolloutScreen(Screen[None]):
             self.query_one("#group-outcome", Static).update(text)
         self.query_one("#group-waves", Static).update(self._waves_text())
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Escape says the rollout goes on only while it does."""
-        if action == "close":
-            return self.outcome is None
-        if action == "close_ended":
-            return self.outcome is not None
-        return True
-
-    def action_close(self) -> None:
-        self.dismiss(None)
-
-    def action_close_ended(self) -> None:
-        self.dismiss(None)
+    @property
+    def ended(self) -> bool:
+        return self.outcome is not None

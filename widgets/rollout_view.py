@@ -64,7 +64,29 @@ def outcome_text(result: RolloutFinished) -> str:
     return f"{result.host}: FAILED — {result.reason}{extra}"
 
 
-class RolloutScreen(Screen[None]):
+class ClosesWhenEnded(Screen[None]):
+    """Escape closes a rollout's screen, never the rollout; its footer says the rollout goes
+    on only while it does (`ended`, then `refresh_bindings()`)."""
+
+    @property
+    def ended(self) -> bool:
+        raise NotImplementedError
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "close":
+            return not self.ended
+        if action == "close_ended":
+            return self.ended
+        return True
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def action_close_ended(self) -> None:
+        self.dismiss(None)
+
+
+class RolloutScreen(ClosesWhenEnded):
     # Below 120 columns the steps take the whole width (their details read "healthy afte"
     # beside the journal at 80) and the journal goes under them.
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
@@ -159,16 +181,6 @@ class RolloutScreen(Screen[None]):
             Text(outcome_text(result) + " · escape to close")
         )
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Escape says the rollout goes on only while it does."""
-        if action == "close":
-            return self.result is None
-        if action == "close_ended":
-            return self.result is not None
-        return True
-
-    def action_close(self) -> None:
-        self.dismiss(None)
-
-    def action_close_ended(self) -> None:
-        self.dismiss(None)
+    @property
+    def ended(self) -> bool:
+        return self.result is not None
