@@ -16,12 +16,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from console.hosts.events import CrashDetected
 from console.hosts.profiles import FlagValue
 from console.tuning.left_on import LeftOnFound
+from widgets.dialog import Dialog
 
 
 class LeftOnUpdated(Message):
@@ -57,7 +57,7 @@ def _when(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp).strftime("%m-%d %H:%M:%S")
 
 
-class AlertsScreen(ModalScreen[None]):
+class AlertsScreen(Dialog[None]):
     DEFAULT_CSS = """
     AlertsScreen { align: center middle; }
     AlertsScreen > Vertical {

@@ -11,15 +11,15 @@ from collections import deque
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from console.local.audit import ActionRecord, AuditLog, AuditRecord, is_poll
+from widgets.dialog import Dialog
 
 SHOWN = 500
 
 
-class AuditScreen(ModalScreen[None]):
+class AuditScreen(Dialog[None]):
     DEFAULT_CSS = """
     AuditScreen { align: center middle; }
     AuditScreen > Vertical {

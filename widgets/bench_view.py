@@ -19,7 +19,6 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from console.findings.bench import choose_baseline
@@ -27,6 +26,7 @@ from console.findings.bench_files import load_bench
 from console.findings.bench_view import render
 from console.findings.host_bench import HostBench
 from console.transport.ssh import RemoteError
+from widgets.dialog import Dialog
 
 
 def bench_renderable(package: Path, host: str | None) -> tuple[str, RenderableType]:
@@ -60,7 +60,7 @@ def host_renderable(host: str, found: HostBench) -> tuple[str, RenderableType]:
     return title, Group(render(found.files, choose_baseline(found.files)), *notes)
 
 
-class BenchScreen(ModalScreen[None]):
+class BenchScreen(Dialog[None]):
     DEFAULT_CSS = """
     BenchScreen { align: center middle; }
     BenchScreen > Vertical {

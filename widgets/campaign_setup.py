@@ -19,7 +19,6 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Checkbox, Input, Static
 
 from console.hosts.profiles import FlagValue, Profile
@@ -30,6 +29,7 @@ from console.transport.ssh import RemoteError
 from console.tuning import campaign as grids
 from console.tuning.campaign_start import CampaignOptions, remaining_s
 from console.tuning.history import HistoryError
+from widgets.dialog import Dialog
 from widgets.ordered_input import OrderedInput
 
 CampaignPlanner = Callable[
@@ -85,7 +85,7 @@ class FormField(OrderedInput):
             self.screen.submit()
 
 
-class CampaignSetupScreen(ModalScreen["Prepared | None"]):
+class CampaignSetupScreen(Dialog["Prepared | None"]):
     DEFAULT_CSS = """
     CampaignSetupScreen { align: center middle; }
     CampaignSetupScreen > Vertical {

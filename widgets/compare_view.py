@@ -17,12 +17,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from console.findings.compare import configurations, default_pair
 from console.findings.compare_view import render_compare
 from console.ledger.ledger import Experiment
+from widgets.dialog import Dialog
 
 ReadLedger = Callable[[], Awaitable[tuple[Sequence[Experiment], str]]]
 """Reads the host's ledger: (experiments, where they were read)."""
@@ -39,7 +39,7 @@ def compare_renderable(host: str, experiments: Sequence[Experiment], where: str)
     return render_compare(configs, default_pair(found, configs), f"read from {where}")
 
 
-class CompareScreen(ModalScreen[None]):
+class CompareScreen(Dialog[None]):
     DEFAULT_CSS = """
     CompareScreen { align: center middle; }
     CompareScreen > Vertical {

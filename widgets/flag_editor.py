@@ -18,7 +18,6 @@ from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static
 
 from console.hosts.profiles import FlagValue, Profile
@@ -27,6 +26,7 @@ from console.service.flags import format_value, validate_value
 from console.transport.ssh import RemoteError
 from console.tuning.group_plan import GroupPlan, GroupRefused
 from console.tuning.plan import Plan
+from widgets.dialog import Dialog
 from widgets.ordered_input import OrderedInput, drained
 from widgets.table_keys import CURSOR_BINDINGS, move_cursor
 
@@ -54,7 +54,7 @@ def diff_text(diff: str) -> Text:
     return text
 
 
-class FlagEditorScreen(ModalScreen["Plan | GroupPlan | None"]):
+class FlagEditorScreen(Dialog["Plan | GroupPlan | None"]):
     DEFAULT_CSS = """
     FlagEditorScreen { align: center middle; }
     FlagEditorScreen > Vertical {

@@ -7,8 +7,9 @@ from collections.abc import Iterable
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
+
+from widgets.dialog import Dialog
 
 
 def binding_rows(bindings: Iterable[Binding]) -> list[tuple[str, str, str]]:
@@ -28,7 +29,7 @@ def binding_rows(bindings: Iterable[Binding]) -> list[tuple[str, str, str]]:
     return sorted(rows.values(), key=lambda row: row[2] == "")
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(Dialog[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > Vertical {

@@ -18,7 +18,6 @@ from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from console.transport.ssh import RemoteError
@@ -34,6 +33,7 @@ from console.tuning.history_rows import (
     when_text,
 )
 from console.tuning.plan import Plan
+from widgets.dialog import Dialog
 from widgets.rollback_confirm import RollbackConfirmScreen, RollbackPlanner
 from widgets.table_keys import CURSOR_BINDINGS, move_cursor
 
@@ -45,7 +45,7 @@ COLUMNS = ("#", "", "outcome", "changes", "run", "when (UTC)", "who")
 HINT = "enter roll back to it · o back to the original · r reload · escape close"
 
 
-class HistoryScreen(ModalScreen["Plan | None"]):
+class HistoryScreen(Dialog["Plan | None"]):
     # Below 120 columns it takes the whole terminal: at 80 every column counts.
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     DEFAULT_CSS = """

@@ -15,7 +15,6 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from console.service.execline import FlagError
@@ -23,6 +22,7 @@ from console.transport.ssh import RemoteError
 from console.tuning.history import HistoryError
 from console.tuning.plan import Plan
 from console.tuning.rollback import RollbackError, RollbackPlan
+from widgets.dialog import Dialog
 from widgets.flag_editor import diff_text
 
 RollbackPlanner = Callable[[], Awaitable[RollbackPlan]]
@@ -31,7 +31,7 @@ HINT_CLOSE = "escape close"
 HINT_CONFIRM = "y apply and restart · escape cancel"
 
 
-class RollbackConfirmScreen(ModalScreen["Plan | None"]):
+class RollbackConfirmScreen(Dialog["Plan | None"]):
     DEFAULT_CSS = """
     RollbackConfirmScreen { align: center middle; }
     RollbackConfirmScreen > Vertical {
