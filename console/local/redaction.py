@@ -37,7 +37,7 @@ SECRET_PARTS = frozenset(
 )
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _BEARER = re.compile(r"(?i)\b(bearer\s+)([^\s'\",;]+)")
-_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@'\"]*:)([^@\s/'\"]+)(@)")
+_URL_PASSWORD = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@'\"]*:)([^@\s/'\"]+)(@)")
 _OPTION_VALUE = re.compile(
     # The value: quoted, or one word not starting with `--` or being a short option (`-v`);
     # a quote never closed (`--api-key 'sk-1`) takes the rest of the word.
@@ -46,10 +46,17 @@ _OPTION_VALUE = re.compile(
 )
 _HEADER = re.compile(r"(?<![\w#-])([A-Za-z][\w-]*)(:[ \t]*)([^\s'\",;]+)")
 """`X-Api-Key: VALUE`, an HTTP header as curl and logs write it."""
+_NESTED = 64
+"""`Environment=NAME=VALUE` nests once, a journal cursor (`s=…;i=…;b=…;m=…;t=…;x=…`) six deep,
+a query string as deep as its parameters; a value nested deeper than this is hidden whole."""
 _NOT_SECRET_LAST = frozenset({"file", "path", "dir", "filename"})
 """`--key-file PATH` names where a secret is kept: a path is no secret."""
 _QUOTED_ASSIGNMENT = re.compile(r"""(["'])([A-Za-z_][\w.]*)=(.*?)\1""")
-_ASSIGNMENT = re.compile(r"""(?<![\w-])([A-Za-z_][\w.-]*)(=)("[^"]*"|'[^']*'|[^\s"',)]+)""")
+_ASSIGNMENT = re.compile(
+    # A name starts where a run of name characters starts (after leading dots or dashes), never
+    # inside one: each run is scanned once, so `x.x.x.…` costs its length, not its square.
+    r"""(?<![\w.-])([.-]*)([A-Za-z_][\w.-]*)(=)("[^"]*"|'[^']*'|[^\s"',)]+)"""
+)
 
 
 def is_secret_name(name: str, extra: Collection[str] = ()) -> bool:
@@ -140,12 +147,15 @@ def redact_text(text: str, extra: Collection[str] = ()) -> str:
             return m.group(0)
         return m.group(1) + m.group(2) + _quoted(m.group(3))
 
-    def assignment(m: re.Match[str]) -> str:
-        if m.group(3) == REDACTED:
+    def assignment(m: re.Match[str], depth: int = 0) -> str:
+        lead, name, eq, value = m.groups()
+        if value == REDACTED:
             return m.group(0)
-        if not is_secret_name(m.group(1), extra):  # `Environment="HF_TOKEN=…"`: look inside
-            return m.group(1) + m.group(2) + _ASSIGNMENT.sub(assignment, m.group(3))
-        return m.group(1) + m.group(2) + _quoted(m.group(3))
+        if is_secret_name(name, extra) or depth == _NESTED:
+            # `a=a=a=…` deeper than any real assignment nests: hidden rather than followed
+            return lead + name + eq + _quoted(value)
+        # `Environment="HF_TOKEN=…"`: look inside
+        return lead + name + eq + _ASSIGNMENT.sub(lambda i: assignment(i, depth + 1), value)
 
     def header(m: re.Match[str]) -> str:
         if not is_secret_name(m.group(1), extra) or m.group(3) == REDACTED:

@@ -40,6 +40,9 @@ def test_secret_forms_are_hidden(text: str, expected: str) -> None:
         "run --enable-auth-key --port 1",
         "https://host:8443/path and ssh://root@host",
         "monkey=1 keyboard=2",
+        # a journal cursor: six assignments nested in one another's values
+        "s=3e4726f49b274e43a71cc4492a50c3ff;i=2;b=141d2623ffb2421196e874b629424f12;m=9492;"
+        "t=6620f42db1dff;x=3c6ef362",
     ],
 )
 def test_ordinary_text_is_kept_exactly(text: str) -> None:
@@ -98,3 +101,24 @@ DECODE = "Decode batch, #token: 18380, token usage: 0.01"
 )
 def test_what_the_attack_run_found_is_hidden_and_nothing_else(text: str, shown: str) -> None:
     assert redact_text(text) == shown
+
+
+
+def test_hostile_nesting_ends_hidden() -> None:
+    """A hostile journal line (journald keeps up to 48 KiB of one): `a=a=…` nested deeper than
+    any real assignment is hidden whole instead of followed to a RecursionError."""
+    text = "a=" * 15000 + "1"
+    hidden = "a=" * 65 + REDACTED  # 64 deep, as far as a query string's parameters may go
+    assert redact_text(text) == hidden
+    assert redact(text) == f"'{hidden}'"  # a shell word again
+
+
+def test_names_after_leading_dots_are_still_names() -> None:
+    assert redact_text(".HF_TOKEN=q a.b.token=z") == f".HF_TOKEN={REDACTED} a.b.token={REDACTED}"
+
+
+@pytest.mark.parametrize("run", ["x.", "x", "a:", "-a ", "..x", "x-x:"], ids=repr)
+def test_long_runs_of_name_characters_come_back_whole(run: str) -> None:
+    """Runs the patterns once scanned from every position (`x.x.x.…` took 5 s for 30 KiB)."""
+    text = run * 12000
+    assert redact_text(text) == text
