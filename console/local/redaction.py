@@ -37,7 +37,9 @@ SECRET_PARTS = frozenset(
 )
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _BEARER = re.compile(r"(?i)\b(bearer\s+)([^\s'\",;]+)")
-_URL_PASSWORD = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@'\"]*:)([^@\s/'\"]+)(@)")
+_URL_PASSWORD = re.compile(
+    r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@'\"]*:)([^@\s/'\"]+)(@)"
+)
 _OPTION_VALUE = re.compile(
     # The value: quoted, or one word not starting with `--` or being a short option (`-v`);
     # a quote never closed (`--api-key 'sk-1`) takes the rest of the word.

@@ -103,7 +103,6 @@ def test_what_the_attack_run_found_is_hidden_and_nothing_else(text: str, shown: 
     assert redact_text(text) == shown
 
 
-
 def test_hostile_nesting_ends_hidden() -> None:
     """A hostile journal line (journald keeps up to 48 KiB of one): `a=a=…` nested deeper than
     any real assignment is hidden whole instead of followed to a RecursionError."""
