@@ -31,7 +31,14 @@ from console.hosts.events import (
 from console.service.health import readiness_path
 from console.service.unit import ServiceExec, effective_service
 from console.transport import http, remote
-from console.transport.ssh import ConnState, Disconnected, HostSession, RemoteError, Result
+from console.transport.ssh import (
+    CommandFailed,
+    ConnState,
+    Disconnected,
+    HostSession,
+    RemoteError,
+    Result,
+)
 from console.tuning.history import Recorder
 from console.tuning.invocation import InvocationWatch
 from console.tuning.plan import Plan
@@ -62,6 +69,10 @@ class RolloutOptions:
     invocation_timeout_s: float = 90.0
     reconnect_s: float = 30.0
     """How long a dropped SSH link may take to come back before the rollout gives up."""
+    command_timeout_s: float = 30.0
+    """How long one read or other idempotent command may take (daemon-reload and restart have
+    their own); one that takes longer while the link fails a probe is redone over a new
+    connection."""
     excerpt_lines: int = 80
     action: ChangeAction = ChangeAction.SET
     """What asked for it, as the host's history names it (console/tuning/change.py)."""
@@ -143,21 +154,37 @@ class RolloutSteps:
     # --- remote helpers ----------------------------------------------------------------
 
     async def _retrying(self, step: Callable[[], Awaitable[T]]) -> T:
-        """Run an idempotent step again after the link drops, until it succeeds or
-        `reconnect_s` has passed. A session may still say "connected" for a moment after its
-        link died (issue 20: 7 of 21 fault runs abandoned a rollback on the first failed
-        command), so only a command that completes proves the reconnect."""
-        deadline = self.clock.monotonic() + self.options.reconnect_s
+        """Run an idempotent step again after the link drops, until it succeeds or the link
+        has stayed down `reconnect_s`. A session may still say "connected" for a moment after
+        its link died (issue 20: 7 of 21 fault runs abandoned a rollback on the first failed
+        command), so only a command that completes proves the reconnect.
+
+        A command that timed out while the link fails a probe met a partition the keepalives
+        have not noticed yet (15 s × 3 by default): the connection is made again and the step
+        redone. `reconnect_s` counts from the first failure, so a command that hung for its
+        whole timeout still leaves the link its time to come back (issue 30: a 20 s partition
+        right after a failed start ended the rollback with the host healthy on the old
+        setting)."""
+        deadline: float | None = None
         while True:
             try:
                 return await step()
-            except Disconnected:
-                left = deadline - self.clock.monotonic()
-                if left <= 0:
+            except Disconnected as exc:
+                failure: RemoteError = exc
+            except RemoteError as exc:
+                if isinstance(exc, CommandFailed) or not await self._link_down():
                     raise
-                await self.session.wait_connected(left)
-                pause = min(RETRY_PAUSE_S, max(0.0, deadline - self.clock.monotonic()))
-                await clocks.sleep(self.clock, pause)
+                failure = exc
+            now = self.clock.monotonic()
+            if deadline is None:
+                deadline = now + self.options.reconnect_s
+            if now >= deadline:
+                raise failure
+            if self.session.state.state is ConnState.CONNECTED:
+                self.session.drop_link()  # stalled rather than closed: connect again now
+            await self.session.wait_connected(deadline - now)
+            pause = min(RETRY_PAUSE_S, max(0.0, deadline - self.clock.monotonic()))
+            await clocks.sleep(self.clock, pause)
 
     async def _link_down(self) -> bool:
         """Whether the link fails a cheap read now: a step that failed over HTTP (the port
@@ -172,13 +199,15 @@ class RolloutSteps:
             return True
         return False
 
-    async def _idempotent(self, command: remote.Command, timeout: float = 60.0) -> Result:
-        """An idempotent command (`mkdir -p`, `rm -f`, daemon-reload, reset-failed, restart)."""
-        return await self._retrying(lambda: self.session.run(command, timeout=timeout))
+    async def _idempotent(self, command: remote.Command, timeout: float | None = None) -> Result:
+        """An idempotent command (`mkdir -p`, `rm -f`, daemon-reload, reset-failed, restart),
+        given `command_timeout_s` unless it says otherwise."""
+        limit = self.options.command_timeout_s if timeout is None else timeout
+        return await self._retrying(lambda: self.session.run(command, timeout=limit))
 
-    async def _read(self, command: remote.Command, timeout: float = 30.0) -> Result:
+    async def _read(self, command: remote.Command) -> Result:
         """A read-only command, retried across a reconnect."""
-        return await self._idempotent(command, timeout)
+        return await self._idempotent(command)
 
     async def _show(self) -> dict[str, str]:
         result = await self._read(remote.systemctl_show(self.unit))
@@ -224,10 +253,11 @@ class RolloutSteps:
 
             async def write_and_rename() -> None:  # as a pair: a lost `mv` reply redoes both
                 # 0600 before a byte is written: the drop-in holds the secret flags' values.
-                await self.session.run(remote.create_private(tmp))
-                await self.session.run(remote.write_file(tmp, text))
+                limit = self.options.command_timeout_s
+                await self.session.run(remote.create_private(tmp), timeout=limit)
+                await self.session.run(remote.write_file(tmp, text), timeout=limit)
                 self._touched = True
-                await self.session.run(remote.move(tmp, path))
+                await self.session.run(remote.move(tmp, path), timeout=limit)
 
             try:
                 await self._retrying(write_and_rename)

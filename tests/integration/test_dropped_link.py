@@ -217,3 +217,45 @@ async def read_status_of(sim: SimFleet) -> ServiceStatus:
         return await read_status(session)
     finally:
         await session.close()
+
+
+async def test_a_partition_the_keepalives_miss_does_not_end_the_rollback(
+    sim: SimFleet, profiles: list[Profile]
+) -> None:
+    """The second attack run (issue 30): the link stalls as the rollback starts, for longer
+    than a command may take, and the keepalives are too slow to notice (15 s × 3 by default).
+    The command that hung for its whole timeout is not the end of the rollback: `reconnect_s`
+    counts from that failure, the connection is made again once the link is back and the host
+    ends on its old setting."""
+    profile = profiles[0]
+    slow_keepalives = profile.ssh.model_copy(update={"keepalive_interval_s": 60.0})
+    profile = profile.model_copy(update={"ssh": slow_keepalives})
+    host = sim.hosts[profile.name]
+    session = await connect(profile)
+    stalls: list[asyncio.Task[None]] = []
+
+    async def stall() -> None:
+        host.freeze()  # nothing arrives either way, nothing is reset
+        await asyncio.sleep(5.0)
+        host.thaw()
+
+    def on_event(event: RolloutEvent) -> None:
+        if not isinstance(event, RolloutProgress) or event.step is not RolloutStep.RESTORE:
+            return
+        if event.state == "running" and not stalls:
+            stalls.append(asyncio.create_task(stall()))
+
+    try:
+        plan = await read_plan(session, parse_assignments(profile, ["budget=16"]))
+        options = RolloutOptions(
+            poll_s=0.2, settle_s=5.0, soak_s=1.0, reconnect_s=3.0, command_timeout_s=3.0
+        )
+        result = await Rollout(session, plan, on_event=on_event, options=options).run()
+        await asyncio.gather(*stalls)
+        assert stalls, "the rollback never started"
+        assert result.outcome is RolloutOutcome.ROLLED_BACK, result.reason
+        status = await read_status(session)
+        assert status.flags["budget"] == 8 and status.active_state == "active"
+    finally:
+        host.thaw()
+        await session.close()
