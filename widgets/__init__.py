@@ -15,8 +15,8 @@
   host;
 - `compare_view.py`: `c`: the selected host's configurations side by side, from its experiment
   ledger;
-- `dialog.py`: the dialogs' base: a modal screen over a still picture of the screen below, so
-  the live widgets behind it cost nothing to draw while it is open;
+- `dialog.py`: the dialogs' base: a modal screen on an opaque background, so the live widgets
+  behind it cost nothing to draw while it is open;
 - `flag_editor.py`: `f`: the selected host's flags — current values, edit, review the diff,
   confirm;
 - `fleet_rows.py`: what the fleet table knows of each host, and the order it shows them in;
