@@ -51,11 +51,10 @@ class AuditScreen(Dialog[None]):
                     when = r.time.replace("T", " ")[:23]
                     table.add_row(when, r.host, r.action, "", f"{r.intent} → {r.outcome}")
                     continue
-                exit_text = "lost" if r.exit is None else str(r.exit)
                 table.add_row(
                     r.time.replace("T", " ")[:23],
                     r.host,
-                    exit_text,
+                    r.status.removeprefix("exit "),
                     f"{r.duration_s:.3f}",
                     r.command,
                 )

@@ -50,10 +50,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
                 soft_wrap=True,
             )
             continue
-        status = "no exit" if r.exit is None else f"exit {r.exit}"  # stopped, or link lost
-        style = "red" if r.exit != 0 else ""
+        style = "red" if r.exit != 0 and not r.stopped else ""
         out.print(
-            f"{r.time}  {r.host}  [{style or 'default'}]{status:>7}[/]  {r.duration_s:7.3f}s  "
+            f"{r.time}  {r.host}  [{style or 'default'}]{r.status:>9}[/]  {r.duration_s:7.3f}s  "
             f"{escape(r.command)}",
             highlight=False,
             soft_wrap=True,

@@ -42,20 +42,30 @@ class AuditRecord:
     host: str
     command: str
     exit: int | None
-    """The exit status; None when the connection dropped before the command finished."""
+    """The exit status; None when the connection dropped before the command finished, or
+    specops stopped it (`stopped`)."""
     duration_s: float
+    stopped: bool = False
+    """specops stopped the command itself (a journal follower closed): not a lost link."""
+
+    @property
+    def status(self) -> str:
+        """`exit 0`, `stopped`, or `link lost`: what became of the command, in words."""
+        if self.exit is not None:
+            return f"exit {self.exit}"
+        return "stopped" if self.stopped else "link lost"
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "time": self.time,
-                "host": self.host,
-                "command": self.command,
-                "exit": self.exit,
-                "duration_s": self.duration_s,
-            },
-            ensure_ascii=False,
-        )
+        data: dict[str, object] = {
+            "time": self.time,
+            "host": self.host,
+            "command": self.command,
+            "exit": self.exit,
+            "duration_s": self.duration_s,
+        }
+        if self.stopped:
+            data["stopped"] = True
+        return json.dumps(data, ensure_ascii=False)
 
 
 @dataclass(frozen=True)
@@ -126,6 +136,7 @@ class AuditLog:
             command=redact(command.command, self.secrets),
             exit=command.returncode,
             duration_s=round(command.duration_s, 4),
+            stopped=command.stopped,
         )
         self.append(entry)
 
@@ -193,4 +204,5 @@ def _command_record(data: dict[str, object]) -> AuditRecord:
         command=str(data["command"]),
         exit=None if exit_status is None else int(exit_status),  # type: ignore[call-overload]
         duration_s=float(data["duration_s"]),  # type: ignore[arg-type]
+        stopped=data.get("stopped") is True,
     )

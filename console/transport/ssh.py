@@ -14,7 +14,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AnyStr
@@ -45,13 +45,15 @@ RSS 358 MB after 1 M lines flat out). Draining it all at once resumes from empty
 
 @dataclass(frozen=True)
 class CommandRecord:
-    """What ran where, for the audit log. `returncode` None means the link dropped."""
+    """What ran where, for the audit log. `returncode` None: the link dropped, or specops
+    stopped the command itself (`stopped`: a follower closed, a read given up)."""
 
     host: str
     command: str
     returncode: int | None
     duration_s: float
     started: float
+    stopped: bool = False
 
 
 @dataclass(frozen=True)
@@ -482,10 +484,14 @@ class HostSession:
             raise Disconnected(self.name, f"not connected ({self._state.state.value})")
         return self._conn
 
-    def _audit(self, shell: str, returncode: int | None, started: float) -> None:
+    def _audit(
+        self, shell: str, returncode: int | None, started: float, *, stopped: bool = False
+    ) -> None:
         if self._on_command is not None:
             duration = time.monotonic() - started
-            record = CommandRecord(self.name, shell, returncode, duration, self.clock.time())
+            record = CommandRecord(
+                self.name, shell, returncode, duration, self.clock.time(), stopped
+            )
             self._on_command(record)
 
     async def _spawn(
@@ -547,7 +553,7 @@ class HostSession:
             raise CommandFailed(self.name, result)
         return result
 
-    def stream(self, command: Command) -> AsyncIterator[list[str]]:
+    def stream(self, command: Command) -> AsyncGenerator[list[str], None]:
         """Run a long command and yield its stdout as batches of complete lines.
 
         Lines come without their trailing newline. A trailing fragment at EOF or at a
@@ -556,18 +562,19 @@ class HostSession:
         """
         return self._stream(command, "")
 
-    def stream_bytes(self, command: Command) -> AsyncIterator[list[bytes]]:
+    def stream_bytes(self, command: Command) -> AsyncGenerator[list[bytes], None]:
         """`stream`, with lines as the bytes the command wrote: for a reader that parses
         bytes (the journal follower's JSON), which then needs no decoding of the stream to
         text first (0.37 µs of a journal line's ~8)."""
         return self._stream(command, b"")
 
-    async def _stream(self, command: Command, empty: AnyStr) -> AsyncIterator[list[AnyStr]]:
+    async def _stream(self, command: Command, empty: AnyStr) -> AsyncGenerator[list[AnyStr], None]:
         shell, started, proc = await self._spawn(
             command, None if isinstance(empty, bytes) else "utf-8"
         )
         newline = b"\n" if isinstance(empty, bytes) else "\n"
         returncode: int | None = None
+        stopped = False
         try:
             proc.stdin.write_eof()
             pending = empty
@@ -582,7 +589,11 @@ class HostSession:
                 lines = pending.split(newline)
                 pending = lines.pop()
                 if lines:
-                    yield lines
+                    try:
+                        yield lines
+                    except (GeneratorExit, asyncio.CancelledError):
+                        stopped = True  # the reader closed the follower: not a lost link
+                        raise
             try:
                 async with asyncio.timeout(10):
                     await proc.wait_closed()
@@ -594,9 +605,12 @@ class HostSession:
             if returncode != 0:
                 stderr = await _drain(proc)
                 raise CommandFailed(self.name, Result(shell, returncode, "", stderr, 0.0))
+        except asyncio.CancelledError:
+            stopped = True
+            raise
         finally:
             proc.close()
-            self._audit(shell, returncode, started)
+            self._audit(shell, returncode, started, stopped=stopped)
 
     @contextlib.asynccontextmanager
     async def sftp(self) -> AsyncIterator[asyncssh.SFTPClient]:

@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 
 from console.hosts.profiles import Profile
+from console.local.audit import AuditRecord
 from console.sim.fleet import SimFleet
 from console.sim.sglang import Timing
 from console.transport import remote
 from console.transport.ssh import (
     Backoff,
     CommandFailed,
+    CommandRecord,
     ConnState,
     Disconnected,
     HostSession,
@@ -96,6 +98,38 @@ async def test_dropped_link_is_never_a_success(sim: SimFleet, profiles: list[Pro
     with pytest.raises(Disconnected):
         await follow
     await session.close()
+
+
+async def test_a_follower_its_reader_closed_is_audited_as_stopped_not_lost(
+    sim: SimFleet, profiles: list[Profile]
+) -> None:
+    """The audit log said "lost" for every journal follower specops closed itself (issue 30's
+    stale texts): a follower closed by its reader is `stopped`; one the link cut stays lost."""
+    records: list[CommandRecord] = []
+    session = HostSession(profiles[0], backoff=QUICK, on_command=records.append)
+    session.start()
+    assert await session.wait_connected(10)
+    host = sim.hosts[profiles[0].name]
+    unit = profiles[0].service.unit
+    host.journal.append(unit, "line 0")
+    closed = session.stream(remote.journal_follow(unit, None))
+    assert await anext(closed)
+    await closed.aclose()
+    cut = session.stream(remote.journal_follow(unit, None))
+    assert await anext(cut)
+    host.abort_connections()
+    with pytest.raises(Disconnected):
+        async for _ in cut:
+            pass
+    await session.close()
+    follows = [r for r in records if "-f" in r.command.split()]
+    assert [(r.returncode, r.stopped) for r in follows] == [(None, True), (None, False)]
+    assert [
+        AuditRecord("t", "b300", "x", None, 0.0, stopped).status for stopped in (True, False)
+    ] == [
+        "stopped",
+        "link lost",
+    ]
 
 
 async def test_reconnects_after_server_aborts(sim: SimFleet, profiles: list[Profile]) -> None:
