@@ -18,8 +18,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from console.transport import remote
-from console.transport.ssh import ConnState, HostSession, HostState, RemoteError
+from console.transport.ssh import ConnState, HostSession, HostState
 
 STALL_S = 15.0
 """Seconds without a journal record before the link is checked (and said to be stalled)."""
@@ -91,11 +90,7 @@ class LinkNotices:
                 why = f"{state.state.value}: {state.detail}" if state and state.detail else "down"
                 self._notice(f"{self.name}: no data for {silent:.0f} s — link {why}, reconnecting…")
                 continue
-            try:
-                await session.run(
-                    remote.systemctl_is_active(self.unit), check=False, timeout=self.probe_timeout_s
-                )
-            except RemoteError:
+            if not await session.answers(self.probe_timeout_s):
                 if self._lost_at is not None:  # the session noticed (and said so) meanwhile
                     continue
                 silent = time.monotonic() - self._last_data

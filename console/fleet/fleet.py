@@ -44,7 +44,7 @@ from console.transport.ssh import (
     HostState,
     RemoteError,
 )
-from console.watch.health import probe_health
+from console.watch.health import UNREACHABLE, probe_health
 from console.watch.journal import JournalFollower
 from console.watch.monitor import HostMonitor
 from console.watch.poller import poll_prometheus, poll_server
@@ -303,6 +303,10 @@ class Fleet:
                 health = await probe_health(session, timeout=min(3.0, self.health_s))
                 if self._idle(name):
                     continue  # closed on demand during the probe: no answer to report
+                if health == UNREACHABLE and not await session.answers():
+                    # A partition the keepalives take a minute to notice: the row said
+                    # `connected` all that while (issue 30); a new connection starts now.
+                    session.drop_link()
                 if health != self.health.get(name):
                     self.health[name] = health
                     self.emit(HealthChecked(name, health, self.clock.time()))

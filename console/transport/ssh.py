@@ -28,7 +28,7 @@ from console.hosts.clock import SYSTEM, Clock
 from console.hosts.events import ConnState as ConnState  # re-exported: the session's states
 from console.hosts.events import HostState as HostState
 from console.hosts.profiles import Profile, ProfileError
-from console.transport.remote import Command
+from console.transport.remote import Command, systemctl_is_active
 
 log = logging.getLogger(__name__)
 # asyncssh logs every command at INFO; commands may carry secrets.
@@ -63,6 +63,10 @@ class Result:
     stdout: str
     stderr: str
     duration_s: float
+
+
+LINK_PROBE_S = 5.0
+"""How long a cheap read may take before the link counts as stalled (`HostSession.answers`)."""
 
 
 class RemoteError(Exception):
@@ -358,6 +362,21 @@ class HostSession:
         if self._conn is not None:
             self._connected.clear()
             self._conn.abort()
+
+    async def answers(self, timeout: float = LINK_PROBE_S) -> bool:
+        """Whether the link carries a cheap read (`systemctl is-active` of the profile's unit)
+        within `timeout`. A partition stalls a connection without closing it, and the
+        keepalives take `keepalive_interval_s` × `keepalive_count_max` to notice; a read that
+        gets no answer tells sooner (`drop_link` then makes a new connection)."""
+        if self.state.state is not ConnState.CONNECTED:
+            return False
+        try:
+            await self.run(
+                systemctl_is_active(self.profile.service.unit), check=False, timeout=timeout
+            )
+        except RemoteError:  # Disconnected, or no answer in time
+            return False
+        return True
 
     async def wait_settled(self, timeout: float) -> HostState:
         """Wait until the first connection attempt has an outcome (or `timeout`)."""

@@ -49,8 +49,6 @@ from console.watch.signatures import CRASH_SIGNATURES
 Listener = Callable[[RolloutEvent], None]
 T = TypeVar("T")
 RETRY_PAUSE_S = 0.5
-LINK_PROBE_S = 5.0
-"""How long a cheap read may take before the link counts as down (`_link_down`)."""
 SIGNATURE_RANK = {name: i for i, (name, _) in enumerate(CRASH_SIGNATURES)}
 
 
@@ -189,15 +187,7 @@ class RolloutSteps:
     async def _link_down(self) -> bool:
         """Whether the link fails a cheap read now: a step that failed over HTTP (the port
         "closed", a reset) may have failed because the link went, not the server."""
-        if self.session.state.state is not ConnState.CONNECTED:
-            return True
-        try:
-            await self.session.run(
-                remote.systemctl_is_active(self.unit), check=False, timeout=LINK_PROBE_S
-            )
-        except RemoteError:  # Disconnected, or no answer in time
-            return True
-        return False
+        return not await self.session.answers()
 
     async def _idempotent(self, command: remote.Command, timeout: float | None = None) -> Result:
         """An idempotent command (`mkdir -p`, `rm -f`, daemon-reload, reset-failed, restart),

@@ -21,7 +21,8 @@ CLOSED = "closed"
 ERROR = "error"
 """An answer that is not HTTP (or too large)."""
 UNREACHABLE = "unreachable"
-"""The SSH connection itself dropped during the probe."""
+"""The SSH connection itself dropped during the probe, or carried no channel to the port in
+time (a hung server still accepts the connection: the link is what stalled)."""
 
 
 async def probe_health(session: HostSession, timeout: float = HEALTH_TIMEOUT_S) -> str:
@@ -34,6 +35,8 @@ async def probe_health(session: HostSession, timeout: float = HEALTH_TIMEOUT_S) 
     except http.PortClosed:
         return CLOSED
     except http.HttpError as exc:
+        if str(exc).startswith("opening "):
+            return UNREACHABLE
         return TIMEOUT if "timed out" in str(exc) or "within" in str(exc) else ERROR
     except Disconnected:
         return UNREACHABLE

@@ -10,7 +10,7 @@ from console.fleet.fleet import Fleet
 from console.hosts.events import Event, HealthChecked
 from console.hosts.profiles import Profile
 from console.sim.fleet import SimFleet
-from console.transport.ssh import HostSession
+from console.transport.ssh import ConnState, HostSession
 from console.watch.health import probe_health
 from tests import pace
 
@@ -82,4 +82,30 @@ async def test_a_row_coming_on_screen_has_its_health_read_at_once(
         fleet.on_screen(["b300", "pro6000"])
         await until(lambda: fleet.health.get("pro6000") == "ok", timeout=5)
     finally:
+        await fleet.stop()
+
+
+async def test_a_partition_reads_as_reconnecting_in_seconds_not_a_minute(
+    sim: SimFleet, profiles: list[Profile]
+) -> None:
+    """The second operator run (issue 30): during a partition the row said `connected` for
+    ~60 s, until the keepalives (15 s × 3) gave up. A health probe that gets no channel, then a
+    cheap read that gets no answer, make a new connection now; the host comes back when the
+    link does."""
+    profile = profiles[0]
+    slow = profile.model_copy(
+        update={"ssh": profile.ssh.model_copy(update={"keepalive_interval_s": 60.0})}
+    )
+    host = sim.hosts[profile.name]
+    fleet = Fleet([slow], follow=False, health_s=0.5)
+    fleet.start()
+    session = fleet.sessions[profile.name]
+    try:
+        assert await session.wait_connected(10)
+        host.freeze()
+        await until(lambda: session.state.state is not ConnState.CONNECTED, timeout=15)
+        host.thaw()
+        assert await session.wait_connected(pace.bound(15))
+    finally:
+        host.thaw()
         await fleet.stop()
