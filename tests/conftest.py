@@ -37,9 +37,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The per-test timeout (pyproject's, or a test's own `timeout` mark) scaled like every
-    real-time bound: a hang still fails, a starved core does not."""
-    from tests import pace
+    """The order the workers are handed the tests in (tests/schedule.py); the per-test timeout
+    (pyproject's, or a test's own `timeout` mark) scaled like every real-time bound: a hang
+    still fails, a starved core does not."""
+    from tests import pace, schedule
+
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    items[:] = schedule.arrange(items, workers)
 
     if pace.SLOWER == 1.0:
         return
