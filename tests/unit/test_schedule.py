@@ -28,12 +28,14 @@ def test_each_worker_share_is_as_long_and_the_testbed_boots_twice() -> None:
         start += size
         loads.append(sum(schedule.estimate(i) for i in share))
         testbeds.append(Counter(schedule.kind(i) for i in share)["testbed"])
-        estimates = [schedule.estimate(i) for i in share]
-        assert estimates == sorted(estimates, reverse=True)  # slowest first, unit tests last
+        kinds = [schedule.kind(i) for i in share]
+        if "testbed" in kinds:  # the testbed boots at the start of its shares
+            assert kinds[0] == "testbed"
+        assert kinds[-1] == "unit" and "unit" in kinds[: len(kinds) // 4]  # spread, not last
     assert max(loads) - min(loads) < 12.0  # within about one testbed test
     assert [n > 0 for n in testbeds] == [True, True, False, False, False, False]
 
 
-def test_one_worker_runs_the_slowest_first() -> None:
-    arranged = schedule.arrange(suite(), 1)
-    assert schedule.kind(arranged[0]) == "testbed" and schedule.kind(arranged[-1]) == "unit"
+def test_one_worker_keeps_every_test() -> None:
+    items = suite()
+    assert sorted(i.nodeid for i in schedule.arrange(items, 1)) == sorted(i.nodeid for i in items)
