@@ -58,7 +58,10 @@ async def test_every_line_exactly_once_in_order_across_20_torn_disconnects(
     profile = profiles[0]
     host = sim.hosts[profile.name]
     records: list[JournalEntry] = []
-    follower = JournalFollower(session, UNIT, records.extend, backoff=QUICK)
+    # A pending record is delivered after 1 s without a line, not 0.1 s: a reconnect on a
+    # loaded machine (a fresh clone's full run) took longer than 0.1 s to bring the next line,
+    # and the idle flush then delivered a record before the continuation that belonged to it.
+    follower = JournalFollower(session, UNIT, records.extend, backoff=QUICK, flush_idle_s=1.0)
     task = asyncio.create_task(follower.run())
     try:
         await until(lambda: follower.restarts == 1)

@@ -16,8 +16,10 @@ from console.watch.server_metrics import MetricsUnavailable, read_server_metrics
 from console.watch.sources import SERVER, from_server
 from tests.integration.support import first_numbers
 
-ACCEPT_RANGE = (4.3, 4.5)
-"""The simulated server at budget 8 with CUDA graphs (console/sim/sglang.py)."""
+ACCEPT_RANGE = (4.25, 4.55)
+"""The simulated server at budget 8 with CUDA graphs draws 4.3–4.5 (console/sim/sglang.py);
+/metrics gives it as a ratio of whole-token counters, which a fresh clone's run saw at
+4.5046."""
 
 
 async def ready(sim: SimFleet, name: str) -> None:
