@@ -25,6 +25,12 @@ from tests.testbed.layout import UNIT
 pytestmark = pytest.mark.testbed
 
 
+def _seqnum(cursor: str) -> int:
+    """The journal's sequence number in a cursor (`i=` field, hex)."""
+    fields = dict(part.split("=", 1) for part in cursor.split(";"))
+    return int(fields["i"], 16)
+
+
 async def test_run_stream_and_tcp_against_real_sshd(bed: Testbed) -> None:
     host = bed.hosts[0]
     session = await connected(bed.profile(host.name))
@@ -35,12 +41,18 @@ async def test_run_stream_and_tcp_against_real_sshd(bed: Testbed) -> None:
         assert props["InvocationID"] == truth["InvocationID"]
         assert props["MainPID"] == truth["MainPID"] != "0"
 
+        # The service keeps logging while we read: compare against the host's journal from our
+        # first cursor on (no entry skipped or invented) and require a tail no older than the
+        # host's own tail just before the read.
+        tail_before = host.journal(UNIT, "-n", "5")
         lines: list[str] = []
         async for batch in session.stream(remote.journal_read(UNIT, lines=5)):
             lines.extend(batch)
-        records = [json.loads(line) for line in lines]
-        expected = host.journal(UNIT, "-n", "5")
-        assert [r["__CURSOR"] for r in records] == [e["__CURSOR"] for e in expected]
+        cursors = [str(json.loads(line)["__CURSOR"]) for line in lines]
+        assert len(cursors) == 5
+        since_first = host.journal(UNIT, f"--cursor={cursors[0]}")
+        assert cursors == [e["__CURSOR"] for e in since_first[:5]]
+        assert _seqnum(cursors[0]) >= _seqnum(str(tail_before[0]["__CURSOR"]))
 
         with pytest.raises(CommandFailed, match="No such file"):
             await session.run(remote.read_file("/etc/specops-no-such-file"))
