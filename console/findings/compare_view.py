@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from console.findings.compare import Configuration, Delta, best, compare
+from console.findings.compare import Configuration, Delta, best, compare, config_key
 from console.ledger.ledger import SERIES, WindowStats
 
 LABELS = {
@@ -83,24 +83,59 @@ def compare_record(configs: list[Configuration], pair: Pair, note: str = "") -> 
     }
 
 
+def split_flags(configs: list[Configuration]) -> tuple[list[str], dict[str, Any]]:
+    """(the flag names whose values differ between the configurations, in key order; the
+    flags every configuration has with the same value). A narrow terminal then shows what
+    tells the configurations apart instead of cutting it off after the flags they share."""
+    names = sorted({name for c in configs for name in c.flags})
+    shared: dict[str, Any] = {}
+    differ: list[str] = []
+    missing = object()
+    for name in names:
+        values = [c.flags.get(name, missing) for c in configs]
+        if len(configs) > 1 and all(v is not missing and v == values[0] for v in values):
+            shared[name] = values[0]
+        else:
+            differ.append(name)
+    return differ, shared
+
+
+def _only(flags: Any, names: list[str]) -> str:
+    """`budget=16 cuda_graph=off` of just those names; `-` for a name the flags lack."""
+    if not names:
+        return "(same flags)"
+    return " ".join(config_key({n: flags[n]}) if n in flags else f"{n}=-" for n in names)
+
+
 def render_compare(configs: list[Configuration], pair: Pair, note: str = "") -> RenderableType:
     top = best(configs)
-    table = Table(
-        "#", "configuration", "status", "runs", "accept len", "tok/s", title="configurations"
-    )
-    for c in configs:
+    differ, shared = split_flags(configs)
+    cells = [_only(c.flags, differ) for c in configs]
+    table = Table(title="configurations")
+    table.add_column("#")
+    # Folded, never cut with "…": the flags that differ tell two configurations apart.
+    table.add_column("configuration", overflow="fold")
+    table.add_column("status", overflow="fold")
+    table.add_column("runs")
+    table.add_column("accept len", max_width=11)
+    table.add_column("tok/s", max_width=11)
+    for c, cell in zip(configs, cells, strict=True):
         mark = " (best)" if top is c else ""
         table.add_row(
             str(c.number),
-            escape(c.key) + mark,
+            escape(cell) + mark,
             escape(c.status),
             str(len(c.invocations)),
             _stats(c.window("accept_len")),
             _stats(c.window("gen_throughput"), "{:.0f}"),
         )
     parts: list[RenderableType] = [table]
+    if shared:
+        parts.append(Text(f"in every configuration: {config_key(shared)}", style="dim"))
     if pair is not None:
         a, b = pair
+        changed = [n for n in differ if a.flags.get(n) != b.flags.get(n) or n not in a.flags]
+        moves = ", ".join(f"{n} {_value(a.flags, n)} → {_value(b.flags, n)}" for n in changed)
         side = Table(
             "",
             f"A: #{a.number}",
@@ -108,7 +143,7 @@ def render_compare(configs: list[Configuration], pair: Pair, note: str = "") -> 
             "Δ (B − A)",
             "2·SE",
             "beyond spread",
-            title=f"#{a.number} {escape(a.key)}  →  #{b.number} {escape(b.key)}",
+            title=f"#{a.number} → #{b.number}: {escape(moves or 'the same flags')}",
         )
         for d in compare(a, b):
             fmt = _fmt(d.name)
@@ -129,6 +164,10 @@ def render_compare(configs: list[Configuration], pair: Pair, note: str = "") -> 
     if note:
         parts.append(Text(note, style="dim"))
     return Group(*parts)
+
+
+def _value(flags: Any, name: str) -> str:
+    return config_key({name: flags[name]}).split("=", 1)[1] if name in flags else "-"
 
 
 def _beyond(d: Delta) -> str:

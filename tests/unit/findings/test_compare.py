@@ -90,3 +90,36 @@ def test_what_a_rollback_gave_up_is_rolled_back_and_never_best() -> None:
     # Before any rollback, the fast kept change is best.
     top = best(configurations([change]))
     assert top is not None and top.flags == b16
+
+
+def test_a_narrow_terminal_shows_the_flags_that_differ_whole_and_the_shared_ones_once() -> None:
+    """Seven flags each: at 80 and 120 columns the table cut `max_running_r…`, the one flag
+    that told configurations 1 and 3 apart."""
+    from rich.console import Console
+
+    from console.findings.compare_view import render_compare, split_flags
+
+    shared = {"nvls": False, "speculative_num_steps": 5, "topk": 4, "window": 2048}
+    base = {**shared, "budget": 8, "cuda_graph": True, "max_running_requests": 128}
+    tried = [{}, {"budget": 16, "cuda_graph": False}, {"max_running_requests": 256}]
+
+    def kept(i: int) -> Experiment:
+        before = _side(f"{i}" * 32, {**base, **tried[i]}, [5400.0, 5500.0])
+        after = _side(f"{i + 1}" * 32, {**base, **tried[i + 1]}, [5400.0, 5500.0])
+        return Experiment(
+            "b300", "u", f"2026-12-03T1{i}:00", f"2026-12-03T1{i}:05", "kept", before, after
+        )
+
+    experiments = [kept(0), kept(1)]
+    configs = configurations(experiments)
+    assert split_flags(configs) == (["budget", "cuda_graph", "max_running_requests"], shared)
+    for width in (80, 120):
+        console = Console(width=width, record=True, color_system=None)
+        console.print(render_compare(configs, (configs[0], configs[2])))
+        text = console.export_text()
+        assert "…" not in text
+        assert "in every configuration: nvls=off speculative_num_steps=5 topk=4 window=2048" in text
+        assert "#1 → #3: max_running_requests 128 → 256" in text
+        folded = "".join(line.split("│")[2].strip() for line in text.splitlines() if "│" in line)
+        for value in ("max_running_requests=128", "max_running_requests=256", "budget=16"):
+            assert value in folded, (width, value)
