@@ -2,6 +2,7 @@
 
 - `bench.py`, `bench_matrix.py`: bench result files read by content (bench_serving,
   bench_one_batch_server, context × concurrency sweeps, crashed runs), speedups;
+- `json_members.py`: the objects of a file too large to decode whole, without huge members;
 - `bench_files.py`: which package files are bench results, and their configuration;
 - `bench_view.py`: their matrices, bar chart, CSV and JSON;
 - `host_bench.py`: the selected host's bench files as they are on the host now;

@@ -23,8 +23,10 @@ Pure: reads the files it is given, nothing else; no Textual.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import mmap
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +42,7 @@ from console.findings.bench_matrix import (
     matrix_points,
     salvage_config,
 )
+from console.findings.json_members import read_objects
 
 __all__ = [
     "SERVING_ACCEPT_NOTE",
@@ -57,7 +60,8 @@ SERVING_ACCEPT_NOTE = "since server start or last /flush_cache"
 """What `bench_serving`'s `accept_length` averages over: `/server_info`'s running average."""
 
 MAX_BYTES = 64 << 20
-"""A bench file larger than this is not read whole (a `--output-details` dump can be huge)."""
+"""A bench file larger than this is not decoded whole (a `--output-details` dump can be
+hundreds of MiB): read_bench steps over its huge members instead."""
 
 SERVING_MARKERS = ("request_throughput", "median_ttft_ms", "mean_itl_ms", "mean_tpot_ms")
 ONE_BATCH_MARKERS = ("batch_size", "input_len", "output_len", "latency")
@@ -242,10 +246,20 @@ def _has(record: Any, markers: Sequence[str], need: int) -> bool:
 
 def parse_bench(path: str, data: bytes) -> BenchFile:
     """Read one bench file's bytes; never raises for what the file holds."""
-    label = Path(path).stem
-    size = len(data)
+    if len(data) > MAX_BYTES:
+        return _parse_large(path, data, len(data))
     text = data.decode("utf-8", "replace")
     records, problem = _records(text)
+    found = _classify(path, records, problem, len(data))
+    if not found.crashed or records or not text.lstrip().startswith("{"):
+        return found
+    config = salvage_config(text)
+    source = "file (what was written before it was cut off)" if config else ""
+    return dataclasses.replace(found, config=config, config_source=source)
+
+
+def _classify(path: str, records: Sequence[Any], problem: str, size: int) -> BenchFile:
+    label = Path(path).stem
     dicts = [r for r in records if isinstance(r, Mapping)]
     if dicts and all(_has(r, SERVING_MARKERS, 1) for r in dicts):
         points = tuple(_serving_point(r) for r in dicts)
@@ -263,10 +277,7 @@ def parse_bench(path: str, data: bytes) -> BenchFile:
     if points:
         return _measured(path, label, Shape.MATRIX, points, config, size, problem)
     detail = problem or "no measurement in it"
-    source = "file" if config else ""
-    if not records and text.lstrip().startswith("{"):
-        config, source = salvage_config(text), "file (what was written before it was cut off)"
-    return BenchFile(path, label, Shape.CRASHED, (), config, source if config else "", detail, size)
+    return BenchFile(path, label, Shape.CRASHED, (), config, "file" if config else "", detail, size)
 
 
 def _measured(
@@ -285,14 +296,28 @@ def _measured(
 
 
 def read_bench(path: str | os.PathLike[str]) -> BenchFile:
-    """Read and parse one bench file (at most `MAX_BYTES` of it). OSError propagates."""
+    """Read and parse one bench file. OSError propagates.
+
+    A file over `MAX_BYTES` (a `--output-details` run: every request's text and latencies) is
+    read where it lies, object by object, without the members too large to matter
+    (console/findings/json_members.py): its summary numbers count like a small file's."""
     name = os.fspath(path)
     with open(name, "rb") as f:
-        data = f.read(MAX_BYTES + 1)
-    if len(data) > MAX_BYTES:
-        # Only the summary records matter; a cut-off tail is read like a cut-off run.
-        data = data[:MAX_BYTES]
-    return parse_bench(name, data)
+        size = os.fstat(f.fileno()).st_size
+        if size <= MAX_BYTES:
+            return parse_bench(name, f.read(MAX_BYTES + 1))
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            return _parse_large(name, mapped, size)
+
+
+def _parse_large(path: str, data: bytes | mmap.mmap, size: int) -> BenchFile:
+    found = read_objects(data)
+    bench = _classify(path, found.records, found.problem, size)
+    if bench.crashed and not found.records and found.partial:
+        config = _serving_config(found.partial) or config_of(found.partial)
+        source = "file (what was written before it was cut off)" if config else ""
+        return dataclasses.replace(bench, config=config, config_source=source)
+    return bench
 
 
 def choose_baseline(files: Sequence[BenchFile], name: str | None = None) -> BenchFile | None:
