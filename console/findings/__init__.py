@@ -8,6 +8,7 @@
 - `host_bench.py`: the selected host's bench files as they are on the host now;
 - `compare.py`, `compare_view.py`: configurations side by side from the ledger;
 - `report.py`: the findings report (REPORT.md) from a package's evidence;
+- `snapshot_crashes.py`: the crashes a snapshot's excerpt shows, each with the run that had it;
 - `campaign_report.py`: its section on tuning campaigns (grid, best stable cell, crash boundary);
 - `rollout_report.py`: its section on group rollouts (one change to many hosts, read as one).
 

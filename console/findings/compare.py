@@ -75,6 +75,9 @@ class Run:
     reason: str = ""
     kind: str = "change"
     """The experiment's kind: "change" or "rollback"."""
+    signature: str = ""
+    """The crash that ended this run, when one did (a change's crash, or the crash probation
+    rolled back from)."""
 
     @property
     def rolled_back(self) -> bool:
@@ -82,6 +85,10 @@ class Run:
         if self.role == "after":
             return self.outcome != "kept"
         return self.kind == "rollback" and self.outcome == "kept"
+
+    @property
+    def crashed(self) -> bool:
+        return self.rolled_back and bool(self.signature)
 
 
 @dataclass
@@ -92,15 +99,31 @@ class Configuration:
     runs: list[Run] = field(default_factory=list)
 
     @property
-    def rolled_back(self) -> list[Run]:
-        return [r for r in self.runs if r.rolled_back]
+    def verdict(self) -> Run | None:
+        """The run that decides the configuration's one outcome wherever it is shown (compare,
+        the TUI, the report): its last crash, whenever that was (a configuration that crashed
+        is never a candidate again), else the newest change to it or rollback away from it —
+        so one rolled back and later chosen again and kept is kept. None when it was only
+        ever changed from."""
+        crashes = [r for r in self.runs if r.crashed]
+        if crashes:
+            return crashes[-1]
+        decided = [r for r in self.runs if r.role == "after" or r.rolled_back]
+        return decided[-1] if decided else None
+
+    @property
+    def rolled_back(self) -> bool:
+        verdict = self.verdict
+        return verdict is not None and verdict.rolled_back
 
     @property
     def status(self) -> str:
-        bad = self.rolled_back
-        if bad:
-            return f"rolled back: {bad[-1].reason or bad[-1].outcome}"
-        return "kept" if any(r.role == "after" for r in self.runs) else "before a change"
+        verdict = self.verdict
+        if verdict is None:
+            return "before a change"
+        if verdict.rolled_back:
+            return f"rolled back: {verdict.reason or verdict.outcome}"
+        return "kept"
 
     @property
     def invocations(self) -> list[Run]:
@@ -156,8 +179,13 @@ def configurations(experiments: Sequence[Experiment]) -> list[Configuration]:
             config = found.get(key)
             if config is None:
                 config = found[key] = Configuration(len(found) + 1, key, dict(side.flags))
-            reason = _reason(experiment) if role == "after" else _given_up(experiment)
-            config.runs.append(Run(i, role, experiment.outcome, side, reason, experiment.kind))
+            if role == "after":
+                reason, signature = _reason(experiment), experiment.signature or ""
+            else:
+                reason, signature = _given_up(experiment), _probation_crash(experiment)
+            config.runs.append(
+                Run(i, role, experiment.outcome, side, reason, experiment.kind, signature)
+            )
     return list(found.values())
 
 
@@ -177,6 +205,13 @@ def _given_up(experiment: Experiment) -> str:
     probation = experiment.what is ChangeAction.PROBATION_ROLLBACK
     who = "probation" if probation else "`specops rollback`"
     return f"{experiment.cause} (by {who})" if experiment.cause else f"by {who}"
+
+
+def _probation_crash(experiment: Experiment) -> str:
+    """The crash probation rolled back from ("" for anything else)."""
+    if experiment.kind == "rollback" and experiment.what is ChangeAction.PROBATION_ROLLBACK:
+        return experiment.cause
+    return ""
 
 
 def best(configs: Sequence[Configuration], by: str = BEST_BY) -> Configuration | None:

@@ -57,28 +57,16 @@ from console.findings.campaign_report import campaign_lines
 from console.findings.compare import Configuration, config_key, configurations
 from console.findings.compare import best as best_configuration
 from console.findings.rollout_report import rollout_lines
+from console.findings.snapshot_crashes import Crash, snapshot_crashes
 from console.ledger.campaigns import CAMPAIGNS_DIR, Campaign
 from console.ledger.ledger import EXPERIMENTS_DIR, Experiment
 from console.ledger.ledger import load as load_experiments
 from console.local.files import publish_replacing, write_file
 from console.package.manifest import refresh_manifest
-from console.watch.phase import last_phase
-from console.watch.signatures import crash_signature
 
 REPORT_NAME = "REPORT.md"
 BENCH_DIR = "bench"
-_CRASH_MARK = re.compile(r"^-- crash signature: (\S+) --$")
-_STAMPED = re.compile(r"^\d{4}-\d\d-\d\dT\S+Z (?:\[[^\]]*\] )?(?P<message>.*)$")
 _UNKNOWN = "release not recorded in the package"
-
-
-@dataclass(frozen=True)
-class Crash:
-    signature: str
-    phase: str
-    line: str
-    evidence: str
-    """`path#Lnnn` of the crash line in the excerpt."""
 
 
 @dataclass
@@ -114,34 +102,6 @@ def _code(text: str) -> str:
 
 def _fmt(value: float) -> str:
     return f"{value:.2f}" if abs(value) < 100 else f"{value:.0f}"
-
-
-def excerpt_crashes(package: Path, rel: str) -> list[Crash]:
-    """Every crash line an excerpt marks, with the phase its earlier lines put the server in."""
-    try:
-        lines = (package / rel).read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
-    crashes: list[Crash] = []
-    messages: list[str] = []
-    for number, line in enumerate(lines, start=1):
-        mark = _CRASH_MARK.match(line)
-        if mark is not None and number < len(lines):
-            # The record follows the mark: its first line, then its traceback indented.
-            first = _STAMPED.match(lines[number])
-            record = [(number + 1, first.group("message") if first else lines[number])]
-            for later in range(number + 1, len(lines)):
-                if not lines[later].startswith("    "):
-                    break
-                record.append((later + 1, lines[later].strip()))
-            name = mark.group(1)
-            at, text = next(((n, t) for n, t in record if crash_signature(t) == name), record[0])
-            crashes.append(Crash(name, last_phase(messages), text, f"{rel}#L{at}"))
-            continue
-        stamped = _STAMPED.match(line)
-        if stamped is not None:
-            messages.append(stamped.group("message"))
-    return crashes
 
 
 def collect(package: Path) -> dict[str, HostEvidence]:
@@ -204,25 +164,6 @@ def _by_release(evidence: HostEvidence) -> dict[str, list[tuple[str, BenchFile]]
     return dict(sorted(groups.items(), key=lambda kv: (kv[0] == _UNKNOWN, kv[0])))
 
 
-def _excerpt_path(record: Mapping[str, Any]) -> str | None:
-    for artifact in record.get("artifacts", []):
-        path = artifact.get("path") if isinstance(artifact, dict) else None
-        if isinstance(path, str) and path.rsplit("/", 1)[-1].startswith("journal_excerpt"):
-            return path
-    return None
-
-
-def _with_crashes(
-    package: Path, snapshots: Sequence[tuple[str, dict[str, Any]]]
-) -> list[tuple[str, dict[str, Any], list[Crash]]]:
-    found = []
-    for rel, record in snapshots:
-        excerpt = _excerpt_path(record)
-        crashes = excerpt_crashes(package, excerpt) if excerpt else []
-        found.append((rel, record, crashes))
-    return found
-
-
 def _same_setup(config: Mapping[str, ConfigValue], flags: Mapping[str, ConfigValue]) -> bool:
     shared = [k for k in config if k in flags and k not in ("host", "variant")]
     return len(shared) >= 2 and all(config[k] == flags[k] for k in shared)
@@ -263,11 +204,14 @@ def _snapshot_outcome(record: Mapping[str, Any], crashes: Sequence[Crash]) -> st
     state = f"{record.get('active_state', '?')}/{record.get('sub_state', '?')}"
     restarts = record.get("n_restarts")
     text = f"service {state}, NRestarts {restarts}"
-    if crashes:
-        first = crashes[0]
-        more = f" (+{len(crashes) - 1} more)" if len(crashes) > 1 else ""
-        return f"**crashed**: {first.signature} during {first.phase}{more}; {text}"
-    return f"ran, no crash signature in its journal excerpt; {text}"
+    own = [c for c in crashes if not c.earlier]
+    earlier = len(crashes) - len(own)
+    before = f"; {earlier} crash(es) of earlier runs in the excerpt" if earlier else ""
+    if own:
+        first = own[0]
+        more = f" (+{len(own) - 1} more)" if len(own) > 1 else ""
+        return f"**crashed**: {first.signature} during {first.phase}{more}; {text}{before}"
+    return f"ran, no crash signature in this run's journal; {text}{before}"
 
 
 def _experiment_outcome(experiment: Experiment) -> str:
@@ -322,16 +266,23 @@ def _configurations(
 ) -> None:
     w.add("### Configurations tried", "")
     rows: list[list[str]] = []
+    now = {c.key: c for c in configurations([e for _, e in experiments])}
     for rel, experiment in experiments:
         before, after = config_key(experiment.before.flags), config_key(experiment.after.flags)
         change = f"change: {_md(before)} → {_md(after)}"
-        rows.append([change, _md(_experiment_outcome(experiment)), w.link(rel)])
+        outcome = _experiment_outcome(experiment)
+        # One outcome per configuration: where a later experiment decided otherwise (kept,
+        # then rolled back; rolled back, then chosen again), the row says what it is now.
+        if now[after].rolled_back == experiment.kept:
+            outcome += f"; now: {now[after].status}"
+        rows.append([change, _md(outcome), w.link(rel)])
     for rel, record, crashes in snapshots:
         config = config_text(snapshot_config(record)) or "unknown"
         outcome = _md(_snapshot_outcome(record, crashes))
         rows.append([f"snapshot: {_md(config)}", outcome, w.link(rel)])
         for crash in crashes:
-            rows.append(["", _code(crash.line[:160]), w.link_to(crash.evidence)])
+            whose = "an earlier run: " if crash.earlier else ""
+            rows.append(["", whose + _code(crash.line[:160]), w.link_to(crash.evidence)])
     for rel, bench in files:
         config = _md(config_text(bench.config) or "unknown")
         if bench.crashed:
@@ -435,7 +386,9 @@ def _best(
     experiments: Sequence[tuple[str, Experiment]] = (),
 ) -> None:
     configs = configurations([e for _, e in experiments])
-    crashed_flags = [snapshot_config(r) for _, r, crashes in snapshots if crashes]
+    crashed_flags = [
+        snapshot_config(r) for _, r, crashes in snapshots if any(not c.earlier for c in crashes)
+    ]
     crashed_flags += [dict(c.flags) for c in configs if c.rolled_back]
     stable = [
         r
@@ -513,7 +466,7 @@ def build_report(package: Path, out: Path | None = None) -> str:
     if not evidence:
         w.add("The package holds no bench file, snapshot or experiment.", "")
     for host, found in evidence.items():
-        snapshots = _with_crashes(package, found.snapshots)
+        snapshots = snapshot_crashes(package, found.snapshots)
         groups = _by_release(found)
         for i, (release, files) in enumerate(groups.items()):
             title = f"SGLang {_md(release)}" if release != _UNKNOWN else f"SGLang {_UNKNOWN}"

@@ -123,3 +123,46 @@ def test_a_narrow_terminal_shows_the_flags_that_differ_whole_and_the_shared_ones
         folded = "".join(line.split("│")[2].strip() for line in text.splitlines() if "│" in line)
         for value in ("max_running_requests=128", "max_running_requests=256", "budget=16"):
             assert value in folded, (width, value)
+
+
+def _ran(
+    n: int,
+    before: Mapping[str, object],
+    after: Mapping[str, object],
+    outcome: str = "kept",
+    **extra: object,
+) -> Experiment:
+    """Experiment `n`: `before` (run `n`) → `after` (run `n + 1`), 1000 tok/s × budget."""
+    return Experiment(
+        "b300", "u", f"2026-12-03T1{n}:00:00+00:00", f"2026-12-03T1{n}:05:00+00:00", outcome,
+        _side(f"{n}" * 32, before, [100.0 * int(str(before["budget"]))] * 3),
+        _side(f"{n + 1}" * 32, after, [100.0 * int(str(after["budget"]))] * 3),
+        **extra,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_one_outcome_per_configuration_is_its_newest_verdict_and_a_crash_stays() -> None:
+    """Budget 16 kept, rolled back by the operator, then chosen again and kept: it is kept and
+    best now (it read "rolled back" for ever, so the report called it kept in one table and
+    not a candidate in the next). Budget 32 crashed once: never a candidate again, even after
+    a later try stayed; budget 24 crashed under probation, which rolled it back."""
+    b8, b16, b24, b32 = ({"budget": b} for b in (8, 16, 24, 32))
+    history = [
+        _ran(1, b8, b16),
+        _ran(2, b16, b8, kind="rollback"),
+        _ran(3, b8, b16),
+    ]
+    eight, sixteen = configurations(history)
+    assert (sixteen.status, eight.status) == ("kept", "kept")
+    assert best([eight, sixteen]) is sixteen
+    assert configurations(history[:2])[1].status == "rolled back: by `specops rollback`"
+
+    crashed = _ran(4, b16, b32, "rolled_back", signature="illegal_memory_access")
+    again = _ran(5, b16, b32)
+    probation = _ran(6, b24, b16, kind="rollback", source="probation", cause="cublas")
+    configs = configurations([*history, crashed, again, _ran(5, b32, b24), probation])
+    by_budget = {c.flags["budget"]: c for c in configs}
+    assert by_budget[32].status == "rolled back: illegal_memory_access"
+    assert by_budget[24].status == "rolled back: cublas (by probation)"
+    assert by_budget[32].rolled_back and by_budget[24].rolled_back
+    assert best(configs) is by_budget[16]

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
-from console.findings.report import REPORT_NAME, build_report, excerpt_crashes
+from console.findings.report import REPORT_NAME, build_report
+from console.findings.snapshot_crashes import excerpt_crashes
 from console.hosts.events import JournalEntry
 from console.package.excerpt import build_excerpt
 from console.package.layout import write_metadata
@@ -231,3 +232,76 @@ def test_crafted_metadata_stays_inert_markdown(package: Path) -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt; \\[click\\](http://evil.example)" in report
     row = next(line for line in report.splitlines() if line.startswith("| bench crafted:"))
     assert len(re.findall(r"(?<!\\)\|", row)) == 4  # its three cells, no more
+
+
+def test_a_configuration_kept_then_rolled_back_tells_one_story(tmp_path: Path) -> None:
+    """Budget 16 passed its soak (kept), then `specops rollback` went back to budget 8: the
+    change's row says what budget 16 is now, as the ledger's candidates below it do."""
+    from console.ledger.ledger import Experiment, Side, WindowStats, save
+
+    def side(invocation: str, budget: int) -> Side:
+        stats = WindowStats.of([100.0 * budget] * 3)
+        assert stats is not None
+        return Side(invocation, {"budget": budget}, {"gen_throughput": stats})
+
+    package = tmp_path / "pkg"
+    ledger = package / "experiments" / "b300"
+    for hour, (before, after, kind) in enumerate([("a", "b", "change"), ("b", "c", "rollback")]):
+        budgets = (8, 16) if kind == "change" else (16, 8)
+        start, end = f"2026-12-03T1{hour}:00:00+00:00", f"2026-12-03T1{hour}:05:00+00:00"
+        sides = side(before * 32, budgets[0]), side(after * 32, budgets[1])
+        save(Experiment("b300", "u", start, end, "kept", *sides, kind=kind), ledger)
+    report = build_report(package)
+    (change,) = [line for line in report.splitlines() if "change: budget=8 → budget=16" in line]
+    assert "kept; 1600 tok/s; now: rolled back: by `specops rollback`" in change.replace("\\", "")
+    assert "- not a candidate: budget=16, rolled back: by `specops rollback`" in report.replace(
+        "\\", ""
+    )
+
+
+def test_a_crash_of_an_earlier_run_in_the_excerpt_is_not_pinned_on_the_running_one(
+    tmp_path: Path,
+) -> None:
+    """The excerpt's window holds budget 16's crash in capture, then the run on budget 8 the
+    snapshot saw (its first entry at T0 + 10): the snapshot row is budget 8 running, the crash
+    is listed as an earlier run's (it read "crashed: illegal_memory_access (+3 more)")."""
+    crashed = [
+        _sglang(1, "Capture cuda graph begin. This can take up to several minutes."),
+        _sglang(2, "Scheduler hit an exception: Traceback (most recent call last):"),
+        CRASH,
+    ]
+    healthy = [_sglang(0, "Load weight begin. avail mem=176.44 GB")] * 6
+    healthy += [_sglang(3, "Decode batch, #running-req: 1, accept len: 4.36")]
+    excerpt = build_excerpt(
+        _entries(crashed + healthy),
+        host="b300",
+        unit="sglang-k26-ddtree.service",
+        command="journalctl -u sglang-k26-ddtree.service -o json",
+        since="4 hours ago",
+        patterns=["accept len"],
+        context=5,
+        limit=200,
+    )
+    package = tmp_path / "pkg"
+    (package / "b300_logs").mkdir(parents=True)
+    (package / "b300_logs" / "journal_excerpt.txt").write_text(excerpt.text)
+    first = f"s=abc;i={len(crashed):x};t={(T0 + len(crashed)) * 1_000_000:x}"
+    body = {
+        "format": "specops-snapshot/1",
+        "host": "b300",
+        "unit": "sglang-k26-ddtree.service",
+        "active_state": "active",
+        "sub_state": "running",
+        "n_restarts": 1,
+        "invocation": {"id": "c" * 32, "first_cursor": first},
+        "flags": {"budget": 8, "cuda_graph": True},
+        "journal": {"crash_signatures": list(excerpt.crashes)},
+        "artifacts": [{"path": "b300_logs/journal_excerpt.txt", "sha256": "0" * 64, "bytes": 1}],
+    }
+    write_metadata(package, "b300", body)
+    report = build_report(package).replace("\\", "")
+    (row,) = [line for line in report.splitlines() if line.startswith("| snapshot:")]
+    assert "ran, no crash signature in this run's journal" in row
+    assert "1 crash(es) of earlier runs in the excerpt" in row and "**crashed**" not in row
+    (crash,) = [line for line in report.splitlines() if "an earlier run: " in line]
+    assert "illegal memory access" in crash
