@@ -48,6 +48,8 @@ from console.watch.health import UNREACHABLE, probe_health
 from console.watch.journal import JournalFollower
 from console.watch.monitor import HostMonitor
 from console.watch.poller import poll_prometheus, poll_server
+from console.watch.restarts import WINDOW_S as RESTARTS_WINDOW_S
+from console.watch.unit_starts import read_starts
 
 log = logging.getLogger(__name__)
 
@@ -271,6 +273,7 @@ class Fleet:
     async def _poll(self, name: str) -> None:
         session = self.sessions[name]
         last_invocation: str | None = None
+        looked_back = False
         while True:
             await session.wait_connected()
             try:
@@ -278,6 +281,12 @@ class Fleet:
                 if status.invocation_id != last_invocation:
                     status = await read_status(session, with_version=True)
                     last_invocation = status.invocation_id
+                if not looked_back:
+                    # The runs before the console looked count in the restarts column too.
+                    unit = session.profile.service.unit
+                    starts = await read_starts(session, unit, RESTARTS_WINDOW_S)
+                    self.monitors[name].earlier_starts(starts)
+                    looked_back = True
             except RemoteError as exc:
                 if isinstance(exc, Disconnected) and self._idle(name):
                     continue  # closed on demand during the read: the unit did nothing wrong

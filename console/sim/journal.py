@@ -244,7 +244,9 @@ class Query:
     after_cursor: str | None = None
     cursor: str | None = None
     since: float | None = None
-    matches: dict[str, str] = field(default_factory=dict)
+    matches: dict[str, set[str]] = field(default_factory=dict)
+    """Field matches: values of one field are alternatives (journalctl ORs them), fields are
+    all required."""
     output_fields: set[str] | None = None
     reverse: bool = False
 
@@ -289,7 +291,7 @@ def parse_journalctl(argv: list[str]) -> Query:
         elif arg in ("-q", "--quiet", "-a", "--all", "--no-pager", "--", "-m", "--merge"):
             continue
         elif eq and re.fullmatch(r"[A-Z_][A-Z0-9_]*", key):
-            q.matches[key] = value
+            q.matches.setdefault(key, set()).add(value)
         else:
             raise JournalUsageError(f"journalctl: unrecognized option '{arg}'")
     if q.output not in ("json", "cat", "short", "short-iso", "short-precise"):
@@ -341,7 +343,7 @@ def matches(entry: Entry, q: Query) -> bool:
         return False
     if q.since is not None and entry.realtime_us < q.since * 1_000_000:
         return False
-    return all(f.get(k) == v for k, v in q.matches.items())
+    return all(f.get(k) in values for k, values in q.matches.items())
 
 
 def new_since(journal: SimJournal, seq: int, q: Query) -> Iterable[Entry]:

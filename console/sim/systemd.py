@@ -22,6 +22,7 @@ from pathlib import Path
 from console.service.unit import effective_service
 from console.sim.journal import SimJournal
 from console.sim.sglang import SimSGLang, Timing
+from console.transport import remote
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +139,7 @@ class SimUnit:
             "ExecMainCode": str(self.exec_main_code),
         }
 
-    def _system_log(self, message: str, priority: int = 6) -> None:
+    def _system_log(self, message: str, priority: int = 6, **fields: str) -> None:
         self.journal.append(
             self.name,
             message,
@@ -146,6 +147,7 @@ class SimUnit:
             _PID="1",
             SYSLOG_IDENTIFIER="systemd",
             INVOCATION_ID=self.invocation_id,
+            **fields,
         )
 
     # --- control -----------------------------------------------------------------------
@@ -191,7 +193,8 @@ class SimUnit:
         self.main_pid = self._next_pid
         self.running = (list(self.loaded.argv), dict(self.loaded.env))
         self.active_state, self.sub_state, self.result = "active", "running", "success"
-        self._system_log(f"Started {self.name}.")
+        # systemd 252's catalog ids (MESSAGE_ID) for a finished start job and a scheduled restart
+        self._system_log(f"Started {self.name}.", MESSAGE_ID=remote.UNIT_STARTED)
         pid = str(self.main_pid)
         invocation = self.invocation_id
 
@@ -240,7 +243,8 @@ class SimUnit:
         await asyncio.sleep(self.loaded.restart_sec)
         self.n_restarts += 1
         self._system_log(
-            f"{self.name}: Scheduled restart job, restart counter is at {self.n_restarts}."
+            f"{self.name}: Scheduled restart job, restart counter is at {self.n_restarts}.",
+            MESSAGE_ID=remote.UNIT_RESTART_SCHEDULED,
         )
         self._task = None
         self._start()

@@ -134,6 +134,21 @@ def journal_last(unit: str) -> Command:
     return Command(("journalctl", "-u", _unit(unit), "-o", "json", "-q", "-n", "1", "--no-pager"))
 
 
+UNIT_STARTED = "39f53479d3a045ac8e11786248231fbf"
+"""systemd's MESSAGE_ID for "A start job for unit … has finished successfully" (`Started …`)."""
+UNIT_RESTART_SCHEDULED = "5eb03494b6584870a536b337290809b3"
+"""systemd's MESSAGE_ID for "Automatic restarting of a unit has been scheduled"."""
+
+
+def unit_starts(unit: str, since_s: int) -> Command:
+    """systemd's own records of the unit's starts and automatic restarts within the last
+    `since_s` seconds: a handful of entries, however much the service logged meanwhile."""
+    argv = ["journalctl", "-u", _unit(unit), "-o", "json", "-q", "-a", "--no-pager"]
+    argv += [f"--since={int(since_s)} seconds ago", "--output-fields=MESSAGE_ID,INVOCATION_ID"]
+    argv += [f"MESSAGE_ID={UNIT_STARTED}", f"MESSAGE_ID={UNIT_RESTART_SCHEDULED}"]
+    return Command(tuple(argv))
+
+
 def journal_follow(unit: str, after_cursor: str | None) -> Command:
     """Follow the unit from just after `after_cursor` (from the start if None).
 

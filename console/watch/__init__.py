@@ -13,6 +13,7 @@
 - `poller.py`: numbers beside the journal: `/metrics` per host or the fleet from Prometheus;
 - `restarts.py`: restarts of one host's service: how many in the last minutes, and whether it
   crash-loops;
+- `unit_starts.py`: systemd's records of the unit's starts before the console looked;
 - `server_metrics.py`: SGLang's own numbers, read from its `/metrics` page through the host's
   SSH connection;
 - `sources.py`: each host's speculative-decoding numbers from a source other than its journal;

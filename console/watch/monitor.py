@@ -44,6 +44,7 @@ from console.watch.sglang import (
     parse_line,
 )
 from console.watch.signatures import CustomMetrics, crash_signature
+from console.watch.unit_starts import UnitStarts
 
 CRASH_HISTORY = 100
 """Crash events kept per host."""
@@ -112,6 +113,11 @@ class HostMonitor:
             self._flags.popitem(last=False)
         if status.invocation_id == self.metrics.invocation_id and not self.metrics.invocation_flags:
             self.metrics.invocation_flags = flags
+
+    def earlier_starts(self, starts: UnitStarts) -> None:
+        """The unit's starts systemd recorded before the console looked."""
+        with self._lock:
+            self.restarts.earlier(starts.starts, starts.automatic)
 
     def planned(self, running: bool) -> None:
         """A change of this console began or ended on the host: its restarts are no crash

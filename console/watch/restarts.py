@@ -16,6 +16,7 @@ seconds since the epoch and the windows are minutes wide).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 WINDOW_S = 600.0
@@ -47,6 +48,9 @@ class RestartTracker:
         """The restarts no change of this console made: what a crash loop is made of."""
         self._planning = 0
         self._planned_until = float("-inf")
+        self._found_running: str | None = None
+        """The oldest run the journal showed, not counted: whether it was a restart only
+        systemd's start records can tell (`earlier`)."""
 
     def planning(self, running: bool, at: float) -> None:
         """A change of this console began (`running`) or ended on the host, at `at`."""
@@ -67,12 +71,34 @@ class RestartTracker:
             return
         self._invocations.add(invocation)
         if first:
+            self._found_running = invocation
             return
         if self._from_polls:  # the poll saw this restart first and counted it
             self._from_polls -= 1
             return
         self._restarted(at)
         self._unexplained += 1
+
+    def earlier(self, starts: Sequence[tuple[float, str]], automatic: Sequence[float]) -> None:
+        """What systemd recorded before the console looked (console/watch/unit_starts.py):
+        the unit's starts (time, invocation) and its automatic restarts, oldest first. Every
+        start after the first is a restart; one that followed an automatic restart (no
+        operator's) counts towards a crash loop too. A run the journal already showed is not
+        counted twice."""
+        pending = sorted(automatic)
+        for i, (at, invocation) in enumerate(sorted(starts)):
+            automatic_before = bool(pending) and pending[0] <= at
+            while pending and pending[0] <= at:
+                pending.pop(0)
+            known = invocation in self._invocations and invocation != self._found_running
+            self._invocations.add(invocation)
+            if invocation == self._found_running:
+                self._found_running = None
+            if i == 0 or known:
+                continue
+            self._times.append(at)
+            if automatic_before:
+                self._unplanned.append(at)
 
     def n_restarts(self, count: int, at: float) -> None:
         """systemd's NRestarts from a poll: steps no new invocation explained are restarts."""

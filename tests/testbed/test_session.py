@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from console.transport.ssh import (
     HostSession,
     HostState,
 )
+from console.watch.unit_starts import read_starts
 from tests.testbed.bed import Testbed
 from tests.testbed.helpers import accepted_logins, connected, http_get, until
 from tests.testbed.layout import UNIT
@@ -169,3 +171,30 @@ async def test_proxy_jump_through_the_first_host(bed: Testbed) -> None:
     finally:
         await session.close()
     assert any(f"for root from {jump.address} " in line for line in accepted_logins(target))
+
+
+async def test_systemd_start_records_name_each_run_and_the_automatic_restart(bed: Testbed) -> None:
+    """What the restarts column reads when the console opens (console/watch/unit_starts.py):
+    real systemd 252 and journalctl, an operator's restart, then a kill systemd restarts."""
+    host = bed.hosts[0]
+    before = host.show(UNIT, "InvocationID")["InvocationID"]
+    await asyncio.to_thread(host.run, "systemctl", "restart", UNIT)
+    operator = host.show(UNIT, "InvocationID")["InvocationID"]
+    killed_at = time.time()
+    await asyncio.to_thread(host.kill_service)
+
+    def restarted() -> bool:
+        state = host.show(UNIT, "InvocationID", "ActiveState")
+        return state["InvocationID"] != operator and state["ActiveState"] == "active"
+
+    await until(restarted, 20, "systemd restarted the killed service")
+    now = host.show(UNIT, "InvocationID")["InvocationID"]
+    session = await connected(bed.profile(host.name))
+    try:
+        found = await read_starts(session, UNIT, 600)
+    finally:
+        await session.close()
+    runs = [invocation for _, invocation in found.starts]
+    assert runs[-2:] == [operator, now] and before != operator != now
+    assert len(found.automatic) >= 1 and found.automatic[-1] >= killed_at - 1
+    assert found.starts[-2][0] < found.automatic[-1] < found.starts[-1][0]

@@ -54,3 +54,23 @@ def test_restarts_of_this_consoles_own_changes_are_counted_but_are_no_loop() -> 
     for i in range(3):
         tracker.invocation(f"crash-{i}", T + 200 + 10 * i)
     assert tracker.summary(T + 230).looping
+
+
+def test_runs_before_the_console_looked_count_once_and_only_automatic_ones_loop() -> None:
+    """Seven runs in the ten minutes before the console opened (it showed `-`): six
+    restarts. Three followed an automatic restart (a crash loop); the operator's own restarts
+    count but are no loop. Runs the journal's start-up read also showed count once."""
+    starts = [(T + 60 * i, f"run{i}") for i in range(7)]
+    operator = RestartTracker()
+    operator.invocation("run5", T + 300, first=True)  # the start-up read's oldest run
+    operator.invocation("run6", T + 360)  # and the one running now: already a restart
+    operator.earlier(starts, automatic=[])
+    summary = operator.summary(T + 400)
+    assert summary.recent == 6 and not summary.looping
+
+    looping = RestartTracker()
+    looping.earlier(starts, automatic=[T + 60 * i - 5 for i in (4, 5, 6)])
+    summary = looping.summary(T + 400)
+    assert summary.recent == 6 and summary.looping
+    assert not looping.summary(T + 360 + STABLE_S + 1).looping  # up two minutes: calm again
+    assert RestartTracker().summary(T).recent == 0
