@@ -24,9 +24,10 @@ its digest is known and checked as soon as it is.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -238,11 +239,14 @@ async def _download(sftp: asyncssh.SFTPClient, source: str, part: Path, progress
     try:
         block = sftp.limits.max_read_len or IN_FLIGHT
         requests = max(4, min(MAX_REQUESTS, IN_FLIGHT // block))
-        async with sftp.open(source, "rb", max_requests=requests) as remote_file:
+        async with (
+            sftp.open(source, "rb", block_size=block) as remote_file,
+            contextlib.aclosing(_blocks(remote_file, block, requests)) as blocks,
+        ):
             ahead: dict[int, bytes] = {}  # blocks that arrived before an earlier one
             batch: list[bytes] = []
             offset = pending = 0
-            async for at, data in await remote_file.read_parallel():
+            async for at, data in blocks:
                 ahead[at] = data
                 while (next_block := ahead.pop(offset, None)) is not None:
                     batch.append(next_block)
@@ -265,6 +269,42 @@ async def _download(sftp: asyncssh.SFTPClient, source: str, part: Path, progress
                 writing.exception()  # reported already, or moot: the download failed
         await asyncio.to_thread(_close, out, durable)
     return digest.hexdigest()
+
+
+async def _blocks(
+    remote_file: asyncssh.SFTPClientFile, block: int, requests: int
+) -> AsyncGenerator[tuple[int, bytes], None]:
+    """(offset, data) of the whole file, read with `requests` reads of `block` bytes in
+    flight, in the order they arrive. Every read started is awaited or cancelled before this
+    ends, however it ends: asyncssh's `read_parallel` left its other reads to fail unheard
+    when the link dropped under one ("Task exception was never retrieved" on stderr)."""
+    size = (await remote_file.stat()).size or 0
+    pending: dict[asyncio.Task[bytes], tuple[int, int]] = {}
+    next_at = 0
+
+    def ask(at: int, length: int) -> None:
+        pending[asyncio.ensure_future(remote_file.read(length, at))] = (at, length)
+
+    try:
+        while next_at < size or pending:
+            while next_at < size and len(pending) < requests:
+                length = min(block, size - next_at)
+                ask(next_at, length)
+                next_at += length
+            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                at, length = pending.pop(task)
+                data = task.result()
+                if not data:  # the file ended early: nothing more to ask for
+                    next_at = size = min(size, at)
+                    continue
+                yield at, data
+                if len(data) < length:  # a short read: ask for the rest
+                    ask(at + len(data), length - len(data))
+    finally:
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
 
 def _prepare(directory: Path, name: str, digest: str) -> tuple[Path, Outcome]:

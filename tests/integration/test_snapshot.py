@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import json
 import os
@@ -152,8 +153,13 @@ async def test_a_connection_killed_mid_transfer_leaves_nothing_partial_and_a_rer
     await asyncio.gather(*(quiesce(h) for h in sim.hosts.values()))
     package = tmp_path / "pkg"
     host.sftp_abort_after = 3 << 20  # the link dies with a quarter of big.json sent
+    unheard: list[str] = []  # asyncio's "Task exception was never retrieved", and the like
+    asyncio.get_running_loop().set_exception_handler(lambda _, c: unheard.append(c["message"]))
 
     assert await snapshot(sim, package, "b300", "pro6000") == 1
+    gc.collect()  # a task whose failure nobody awaited is reported when it is collected
+    await asyncio.sleep(0)
+    assert unheard == []  # every read of the dropped link was awaited or cancelled
     out = capsys.readouterr().out
     assert "b300" in out and "FAILED" in out
     assert "/root/bench_results_opt/big.json → bench/results_b300/big.json" in out
