@@ -235,6 +235,10 @@ class FlagSpec(_Strict):
         return self
 
 
+SYSTEM_DIRS = frozenset(("etc", "proc", "sys", "dev", "boot", "run", "usr", "bin", "sbin", "lib"))
+"""Top-level directories a bench glob may not reach into."""
+
+
 class ArtifactsConfig(_Strict):
     package: str = "~/specops-repro"
     """Local directory of the reproduction package (`~` expanded)."""
@@ -250,6 +254,22 @@ class ArtifactsConfig(_Strict):
     journal_since: str = "4 hours ago"
     journal_lines: int = Field(default=200, ge=1, le=100_000)
     crash_context_lines: int = Field(default=5, ge=0, le=1000)
+
+    @field_validator("bench")
+    @classmethod
+    def _bench(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """A glob names bench results: `bench = ["/etc/shadow", "/root/../../etc/*"]` put 69
+        files of /etc into a package made to be shared."""
+        for glob in value:
+            parts = glob.split("/")
+            if not glob or "\0" in glob or ".." in parts:
+                raise ValueError(f"{glob!r}: a bench glob is a path without '..'")
+            top = parts[1] if glob.startswith("/") and len(parts) > 1 else ""
+            if top in SYSTEM_DIRS:
+                raise ValueError(
+                    f"{glob!r}: /{top} holds the system's files, not benchmark results"
+                )
+        return value
 
 
 class Profile(_Strict):

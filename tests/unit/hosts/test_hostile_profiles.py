@@ -43,6 +43,16 @@ def write(tmp_path: Path, *, ssh: str = "", service: str = "", rest: str = "") -
             {"rest": '[flags.b]\narg = "--b"\ntype = "float"\nmin = nan\n'},
             "field 'flags.b.min' = nan",
         ),
+        # A package is made to be shared: no glob reaches system files (issue 30).
+        (
+            {"rest": '[artifacts]\nbench = ["/root/bench/*.json", "/etc/shadow"]\n'},
+            "'/etc/shadow': /etc holds the system's files, not benchmark results",
+        ),
+        (
+            {"rest": '[artifacts]\nbench = ["/root/../../etc/*"]\n'},
+            "'/root/../../etc/*': a bench glob is a path without '..'",
+        ),
+        ({"rest": '[artifacts]\nbench = ["~/bench/*.json", "/data/etc/*.json"]\n'}, None),
     ],
 )
 def test_hostile_values_are_exit_2_naming_the_field(
