@@ -33,7 +33,7 @@ from console.service.version import read_version
 from console.transport import remote
 from console.transport.ssh import Disconnected, HostSession, RemoteError
 from console.tuning import history
-from console.tuning.history import HistoryEntry, HistoryError
+from console.tuning.history import HistoryEntry, HistoryError, masked_argv
 from console.tuning.left_on import read_left_on
 
 
@@ -71,7 +71,8 @@ async def cmd_flags(args: argparse.Namespace) -> int:
         status = await read_status(session, with_flags=False)
         cat = await session.run(remote.systemctl_cat(profile.service.unit), timeout=30)
         service = effective_service(cat.stdout)
-        values = read_flags(profile.flags, service.argv, service.environment)
+        # Secret values never leave the process: the table, --json and ExecStart mask them.
+        values = profile.masked(read_flags(profile.flags, service.argv, service.environment))
         good = await _last_good(session)
         left = await read_left_on(session, values)
         version = await read_version(session, service.argv[0]) if service.argv else None
@@ -102,7 +103,7 @@ async def cmd_flags(args: argparse.Namespace) -> int:
         "active_state": status.active_state,
         "sub_state": status.sub_state,
         "invocation_id": status.invocation_id,
-        "execstart": service.argv,
+        "execstart": masked_argv(service.argv, profile.secret_names),
         "execstart_source": service.execstart_source,
         "need_daemon_reload": status.need_daemon_reload,
         "flags": {

@@ -32,7 +32,8 @@ async def read_status(
         cat = await session.run(remote.systemctl_cat(unit), timeout=20)
         service = effective_service(cat.stdout)
         if with_flags:
-            flags = dict(read_flags(profile.flags, service.argv, service.environment))
+            # Secret values never leave the process unmasked (status, the TUI, alerts).
+            flags = profile.masked(read_flags(profile.flags, service.argv, service.environment))
         if with_version and service.argv:
             version = await read_version(session, service.argv[0])
     return ServiceStatus(

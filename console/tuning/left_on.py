@@ -139,7 +139,8 @@ async def read_left_on(session: HostSession, files: Mapping[str, FlagValue]) -> 
         running = await read_running(session, unit)
     except RemoteError:
         running = None
-    values = running.flags(session.profile) if running is not None else None
+    profile = session.profile  # the files' values come masked; so must the process's
+    values = profile.masked(running.flags(profile)) if running is not None else None
     return left_on(entries, files, values)
 
 

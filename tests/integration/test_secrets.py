@@ -6,12 +6,13 @@ the unit copy, `current_execstart.txt` and the metadata of a package meant to be
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 
-from console.cli import build_parser, parse_args
+from console.cli import build_parser, main, parse_args
 from console.cli.set import cmd_set
 from console.cli.snapshot import cmd_snapshot
 from console.cli.verify import cmd_verify
@@ -125,6 +126,14 @@ async def test_a_secret_flag_set_through_specops_stays_masked_everywhere(
         if path.is_file():
             text = path.read_text(errors="replace")
             assert key not in text and token not in text, path
+    # Nor does any command that reads the host afterwards print them.
+    for command in (["status", "b300"], ["status", "b300", "--json"], ["flags", "b300"],
+                    ["flags", "b300", "--json"], ["history", "b300", "--json"],
+                    ["compare", "b300", "--json"]):  # fmt: skip
+        code = await asyncio.to_thread(main, [*command, *profiles])
+        said = capsys.readouterr()
+        assert code == 0 and key not in said.out + said.err, command
+        assert token not in said.out + said.err, command
     # The drop-in must hold them (systemd passes them on): readable by root alone.
     (dropin,) = host.local(f"/etc/systemd/system/{UNIT}.d").glob("*specops*.conf")
     assert key in dropin.read_text() and dropin.stat().st_mode & 0o077 == 0
