@@ -12,6 +12,7 @@ import gc
 import os
 import time
 from collections import deque
+from collections.abc import Sequence
 
 # Textual paints a changed screen on its next frame tick, at most TEXTUAL_FPS (default 60)
 # a second: a key's repaint waited up to 17 ms for the tick (keys p99 50 -> 39 ms at 240).
@@ -118,9 +119,16 @@ class SpecopsApp(
     ]
 
     def __init__(
-        self, fleet: Fleet, *, read_only: bool = False, settings: Settings | None = None
+        self,
+        fleet: Fleet,
+        *,
+        read_only: bool = False,
+        settings: Settings | None = None,
+        notes: Sequence[str] = (),
     ) -> None:
         super().__init__()
+        self._notes = tuple(notes)
+        """Said once the screen is up (inventory hosts that could not be used)."""
         self.settings = settings or Settings()
         self.fleet = fleet
         self.read_only = read_only or self.settings.read_only
@@ -189,6 +197,8 @@ class SpecopsApp(
             self.theme = self.settings.theme
         else:
             self.notify(f"unknown theme {self.settings.theme!r} in settings", severity="warning")
+        for note in self._notes:
+            self.notify(note, severity="warning", timeout=30)
         if self.settings.keymap:
             self.set_keymap(self.settings.keymap)
         if self.read_only:

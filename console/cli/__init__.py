@@ -165,7 +165,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def _console(args: argparse.Namespace) -> int:
-    return run_tui(load_profiles(args), read_only=args.read_only, follow=args.follow)
+    profiles = load_profiles(args)
+    notes = [f"skipped: {host.reason}" for host in args.unusable]  # said again on screen
+    return run_tui(profiles, read_only=args.read_only, follow=args.follow, notes=notes)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

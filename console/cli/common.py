@@ -18,7 +18,7 @@ from pathlib import Path
 
 from console.cli.terminal import SafeConsole
 from console.hosts.inventory import load_inventory_fleet
-from console.hosts.profiles import Profile, load_fleet
+from console.hosts.profiles import Profile, ProfileError, Unusable, load_fleet
 from console.local.audit import AuditLog
 from console.local.settings import config_dir, load_settings, settings_path
 from console.transport.ssh import (
@@ -52,16 +52,29 @@ def default_profiles_dir() -> Path:
 def load_profiles(args: argparse.Namespace) -> list[Profile]:
     directory = Path(args.profiles) if args.profiles else default_profiles_dir()
     inventory = getattr(args, "inventory", None) or load_settings().inventory
+    unusable: list[Unusable] = []
     if inventory:
         notices: list[str] = []
-        profiles = load_inventory_fleet(Path(inventory).expanduser(), directory, notices)
+        profiles = load_inventory_fleet(
+            Path(inventory).expanduser(), directory, notices, unusable, check_identity
+        )
         for notice in notices:
             err.print(f"specops: {notice}", style="yellow", markup=False)
     else:
         profiles = load_fleet(directory)
-    for profile in profiles:
-        check_identity(profile)
+        for profile in profiles:
+            check_identity(profile)
     groups = getattr(args, "group", None)
+    if groups:
+        unusable = [u for u in unusable if set(u.groups) & set(groups)]
+    named = set(getattr(args, "hosts", None) or ()) | {getattr(args, "host", None)}
+    for host in unusable:
+        if host.name in named:  # asked for by name: nothing to do without it
+            raise ProfileError(f"{host.name} cannot be used: {host.reason}")
+    if not named - {None}:
+        for host in unusable:  # one line each, and the rest of the fleet goes on
+            err.print(f"specops: skipped: {host.reason}", style="yellow", markup=False)
+    args.unusable = unusable
     return in_groups(profiles, groups) if groups else profiles
 
 

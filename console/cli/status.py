@@ -14,7 +14,7 @@ from rich.table import Table
 
 from console.cli.common import EXIT_FAILED, EXIT_UNREACHABLE, load_profiles, new_session, out
 from console.hosts.events import ServiceStatus
-from console.hosts.profiles import Profile, select
+from console.hosts.profiles import Profile, Unusable, select
 from console.service.flags import format_value
 from console.service.status import read_status
 from console.transport.host_files import state_refused
@@ -140,10 +140,23 @@ def _status_record(profile: Profile, report: HostReport) -> dict[str, Any]:
     return record
 
 
+UNUSABLE = "unusable"
+"""The connection of a host specops did not try: its inventory variables cannot be used."""
+
+
+def _unusable_record(host: Unusable) -> dict[str, Any]:
+    record: dict[str, Any] = {"host": host.name, "connection": UNUSABLE, "connected": False}
+    if host.groups:
+        record["groups"] = list(host.groups)
+    return {**record, "unit": None, "health": None, "error": host.reason}
+
+
 async def cmd_status(args: argparse.Namespace) -> int:
     profiles = select(load_profiles(args), args.hosts)
     results = await asyncio.gather(*(_status_one(p) for p in profiles))
     records = [_status_record(p, r) for p, r in zip(profiles, results, strict=True)]
+    for host in getattr(args, "unusable", ()):  # an inventory host its variables make unusable
+        records.append(_unusable_record(host))
     if args.json:
         for record in records:
             print(json.dumps(record), flush=True)
@@ -176,6 +189,8 @@ async def cmd_status(args: argparse.Namespace) -> int:
                 out.print(f"{r['host']}: {detail}", markup=False, soft_wrap=True)
             if offered and offered not in detail:
                 out.print(f"{r['host']}: the host offers {offered}", markup=False, soft_wrap=True)
+            if r["connection"] == UNUSABLE:
+                out.print(f"{r['host']}: not tried: {r['error']}", markup=False, soft_wrap=True)
         for profile, report in zip(profiles, results, strict=True):
             left, unwritable, probation = report.left, report.unwritable, report.probation
             if left is not None:  # below the table: whole, whatever the width
@@ -193,7 +208,7 @@ async def cmd_status(args: argparse.Namespace) -> int:
                 out.print(
                     f"{profile.name}: {unwritable}", style="yellow", markup=False, soft_wrap=True
                 )
-    failed = any(not r["connected"] for r in records)
+    failed = any(not r["connected"] and r["connection"] != UNUSABLE for r in records)
     return (
         EXIT_UNREACHABLE if failed else (EXIT_FAILED if any("error" in r for r in records) else 0)
     )

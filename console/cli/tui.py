@@ -7,6 +7,7 @@ import-linter contract names this module as its one exception.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from console.cli.common import require_terminal
@@ -33,9 +34,16 @@ def add_follow_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_app(profiles: list[Profile], *, read_only: bool, follow: str | None = None) -> SpecopsApp:
+def build_app(
+    profiles: list[Profile],
+    *,
+    read_only: bool,
+    follow: str | None = None,
+    notes: Sequence[str] = (),
+) -> SpecopsApp:
     """The app as `specops` runs it: the user's settings, every command into the audit log;
-    `follow` (the command line's `--follow`) overrides the setting."""
+    `follow` (the command line's `--follow`) overrides the setting; `notes` are shown once
+    it starts (inventory hosts that could not be used)."""
     from console.app import SpecopsApp  # the only place the CLI reaches for Textual
     from console.fleet.fleet import Fleet
 
@@ -53,11 +61,17 @@ def build_app(profiles: list[Profile], *, read_only: bool, follow: str | None = 
         on_demand=settings.follow == "on-demand",
         idle_close_s=settings.idle_close_s,
     )
-    return SpecopsApp(fleet, read_only=read_only, settings=settings)
+    return SpecopsApp(fleet, read_only=read_only, settings=settings, notes=notes)
 
 
-def run_tui(profiles: list[Profile], *, read_only: bool, follow: str | None = None) -> int:
+def run_tui(
+    profiles: list[Profile],
+    *,
+    read_only: bool,
+    follow: str | None = None,
+    notes: Sequence[str] = (),
+) -> int:
     require_terminal()
-    app = build_app(profiles, read_only=read_only, follow=follow)
+    app = build_app(profiles, read_only=read_only, follow=follow, notes=notes)
     app.run()
     return app.return_code or 0

@@ -31,14 +31,14 @@ import shutil
 import subprocess
 import sys
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from console.hosts.profiles import NAME_RE, Profile, ProfileError, format_validation
+from console.hosts.profiles import NAME_RE, Profile, ProfileError, Unusable, format_validation
 
 ANSIBLE_INVENTORY = "ansible-inventory"
 INVENTORY_TIMEOUT_S = 120.0
@@ -409,6 +409,25 @@ def _read_templates(directory: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
     return templates
 
 
+class _TemplateError(ProfileError):
+    """A template's own mistake: every host using it has it, so it stops the inventory."""
+
+
+def _checked(
+    source: Path, host: InventoryHost, profile: Profile, check: Callable[[Profile], None]
+) -> None:
+    """`check(profile)`, its refusal naming the inventory variable the value came from."""
+    try:
+        check(profile)
+    except ProfileError as exc:
+        variable = identity_variable(host)
+        if variable is None:
+            raise
+        value = host.variables[variable]
+        why = str(exc).split(": ", 2)[-1]  # after "profile NAME: field '…' = '…'"
+        raise ProfileError(f"{source}: host {host.name!r}: {variable} = {value!r}: {why}") from None
+
+
 def profile_for(
     source: Path,
     host: InventoryHost,
@@ -419,7 +438,7 @@ def profile_for(
     chain = [FALLBACK_TEMPLATE, *host.groups, host.name]
     used = [templates[name] for name in chain if name in templates]
     if not used:
-        raise ProfileError(
+        raise _TemplateError(
             f"{source}: host {host.name!r}: no template profile for it; add one of "
             + ", ".join(f"{name}.toml" for name in reversed(chain))
         )
@@ -427,7 +446,7 @@ def profile_for(
     for path, template in used:
         named = template.get("name")
         if named is not None and named != host.name:
-            raise ProfileError(
+            raise _TemplateError(
                 f"{path}: field 'name' = {named!r}: a template must leave out 'name' "
                 f"(it is the inventory's host name, here {host.name!r})"
             )
@@ -443,11 +462,27 @@ def profile_for(
         raise ProfileError(format_validation(Path(label), exc)) from None
 
 
+IDENTITY_VARIABLES = ("ansible_ssh_private_key_file", "ansible_private_key_file")
+
+
+def identity_variable(host: InventoryHost) -> str | None:
+    """The inventory variable that names the host's key file, when one does."""
+    return next((n for n in IDENTITY_VARIABLES if host.variables.get(n) is not None), None)
+
+
 def load_inventory_fleet(
-    inventory: Path, templates_dir: Path, notices: list[str] | None = None
+    inventory: Path,
+    templates_dir: Path,
+    notices: list[str] | None = None,
+    unusable: list[Unusable] | None = None,
+    check: Callable[[Profile], None] | None = None,
 ) -> list[Profile]:
     """Every host of the inventory as a profile, in the inventory's order; `notices` gets one
-    line per SSH option of the inventory that specops overrides on purpose."""
+    line per SSH option of the inventory that specops overrides on purpose.
+
+    With `unusable`, a host whose variables specops cannot use (or that `check` refuses: a key
+    file that is not there) goes there with the reason and the others load; a problem of the
+    templates themselves, or every host unusable, is still an error for the whole inventory."""
     hosts = inventory_hosts(read_inventory(inventory), inventory)
     templates = _read_templates(templates_dir)
     known = {FALLBACK_TEMPLATE} | {h.name for h in hosts} | {g for h in hosts for g in h.groups}
@@ -459,7 +494,25 @@ def load_inventory_fleet(
         )
     # Host names are unique: they are the keys of the listing's hostvars and group host lists.
     overridden: dict[str, list[str]] = {}
-    profiles = [profile_for(inventory, h, templates, overridden) for h in hosts]
+    profiles: list[Profile] = []
+    failures: list[tuple[InventoryHost, ProfileError]] = []
+    for host in hosts:
+        try:
+            profile = profile_for(inventory, host, templates, overridden)
+            if check is not None:
+                _checked(inventory, host, profile, check)
+        except _TemplateError:
+            raise
+        except ProfileError as exc:
+            if unusable is None:
+                raise
+            failures.append((host, exc))
+            continue
+        profiles.append(profile)
+    if failures and not profiles:
+        raise failures[0][1]
+    if unusable is not None:
+        unusable.extend(Unusable(h.name, str(e), h.groups) for h, e in failures)
     for option, names in overridden.items():
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         if notices is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeAlias
 
@@ -321,6 +322,18 @@ class Profile(_Strict):
 
 class ProfileError(Exception):
     """A profile could not be loaded. The message names the file, field and value."""
+
+
+@dataclass(frozen=True)
+class Unusable:
+    """An inventory host specops cannot reach as its variables stand (a key file that is not
+    there, a ProxyCommand it cannot follow, a bad address): that host's error, not the
+    fleet's; the others load."""
+
+    name: str
+    reason: str
+    """The inventory, host, variable and value, and what is wrong with them."""
+    groups: tuple[str, ...] = ()
 
 
 def _shown_value(value: object, limit: int = 80) -> str:

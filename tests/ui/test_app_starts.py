@@ -21,9 +21,11 @@ async def test_app_shows_every_host_connected_with_journal_lines(tmp_path: Path)
     sim = SimFleet(tmp_path / "sim", hosts=3, timing=Timing(load_s=0.3, decode_interval_s=0.1))
     profiles = await sim.start()
     messages: list[Message] = []
-    app = SpecopsApp(Fleet(profiles))
+    skipped = "skipped: hosts.ini: host 'gpu-b': ansible_ssh_private_key_file = 'x.pem': …"
+    app = SpecopsApp(Fleet(profiles), notes=[skipped])  # an inventory host it could not use
     try:
         async with app.run_test(size=(120, 36), message_hook=messages.append) as pilot:
+            assert [n.message for n in app._notifications] == [skipped]  # said on screen too
             table = app.query_one(HostTable)
             for _ in range(100):
                 await pilot.pause(0.05)

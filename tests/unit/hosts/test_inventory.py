@@ -3,6 +3,7 @@ group vars, host_vars), templates fill in the service, and bad values name host 
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -282,3 +283,55 @@ def test_the_listing_json_has_what_the_mapping_reads(tmp_path: Path) -> None:
     assert data["gpu"]["children"] == ["b300", "h200"]
     assert data["b300"]["hosts"] == ["b300-01", "b300-02", "b300-03"]
     assert data["_meta"]["hostvars"]["b300-01"]["ansible_become"] == "true"
+
+
+PLAIN = ALL.replace('identity_file = "~/.ssh/default_key"\n', "")
+
+ONE_BAD_EACH = """\
+[gpu]
+gpu-a ansible_host=127.0.0.1 ansible_port=9
+gpu-b ansible_host=127.0.0.1 ansible_ssh_private_key_file=~/.ssh/missing.pem
+gpu-c ansible_host=127.0.0.1 ansible_ssh_common_args='-o ProxyCommand="nc -X 5 -x p %h %p"'
+gpu-d ansible_host=<10.1.2.3>
+"""
+
+
+def test_one_bad_host_is_that_hosts_error_and_the_others_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 41: one host's missing key file stopped `status` for every host, with a message
+    naming the profile field rather than the inventory variable the user wrote."""
+    from console.hosts.profiles import Unusable
+    from console.transport.ssh import check_identity
+
+    source = tmp_path / "hosts.ini"
+    source.write_text(ONE_BAD_EACH)
+    directory = templates(tmp_path, all=PLAIN)
+    unusable: list[Unusable] = []
+    profiles = load_inventory_fleet(source, directory, [], unusable, check_identity)
+    assert [p.name for p in profiles] == ["gpu-a"]
+    reasons = {u.name: " ".join(u.reason.split()) for u in unusable}
+    assert list(reasons) == ["gpu-b", "gpu-c", "gpu-d"]
+    assert (
+        f"{source}: host 'gpu-b': ansible_ssh_private_key_file = '~/.ssh/missing.pem'"
+        in (reasons["gpu-b"])
+    )
+    assert "No such file" in reasons["gpu-b"] and "ssh.identity_file" not in reasons["gpu-b"]
+    assert "ansible_ssh_common_args" in reasons["gpu-c"] and "ssh -W" in reasons["gpu-c"]
+    assert "<10.1.2.3>" in reasons["gpu-d"]
+
+    # status: the good host is tried (nothing listens on port 9: refused), the others are
+    # named with their reason, and none stops the rest.
+    args = ["--inventory", str(source), "--profiles", str(directory)]
+    assert main(["status", "--json", *args]) == 3
+    said = capsys.readouterr()
+    records = {r["host"]: r for r in map(json.loads, said.out.splitlines())}
+    assert records["gpu-a"]["connection"] == "unreachable"
+    assert "127.0.0.1:9" in records["gpu-a"]["detail"]
+    for name in ("gpu-b", "gpu-c", "gpu-d"):
+        assert records[name]["connection"] == "unusable"
+        assert records[name]["error"] == unusable[["gpu-b", "gpu-c", "gpu-d"].index(name)].reason
+    assert " ".join(said.err.split()).count("specops: skipped: ") == 3
+    # Asked for by name, an unusable host is exit 2 with its reason.
+    assert main(["status", "gpu-b", *args]) == 2
+    assert "gpu-b cannot be used: " in " ".join(capsys.readouterr().err.split())
