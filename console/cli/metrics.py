@@ -117,6 +117,16 @@ async def _prometheus(
     return EXIT_FAILED if errors else 0
 
 
+def kv_text(n: HostNumbers) -> str:
+    """`42% 38144` (KV cache in use: share, tokens); `-` when the page has neither."""
+    parts = []
+    if n.token_usage is not None:
+        parts.append(f"{n.token_usage:.0%}")
+    if n.used_tokens is not None:
+        parts.append(f"{n.used_tokens:.0f}")
+    return " ".join(parts) or "-"
+
+
 def _fmt(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
@@ -136,11 +146,13 @@ def _print(
             )
             print(json.dumps(record), flush=True)
         return
-    table = Table("host", "source", "accept", "window", "rate", "tok/s", "run", "queue", "graph")
+    table = Table(
+        "host", "source", "accept", "window", "rate", "tok/s", "run", "queue", "graph", "KV"
+    )
     for p in profiles:
         n = numbers.get(p.name)
         if n is None:
-            table.add_row(p.name, errors[p.name], *("-" * 7))
+            table.add_row(p.name, errors[p.name], *("-" * 8))
             continue
         graph = "-" if n.cuda_graph is None else ("on" if n.cuda_graph else "off")
         table.add_row(
@@ -153,5 +165,6 @@ def _print(
             _fmt(n.running, 0),
             _fmt(n.queued, 0),
             graph,
+            kv_text(n),
         )
     out.print(table)

@@ -18,12 +18,15 @@ from console.hosts.profiles import Profile, Unusable, select
 from console.service.flags import format_value
 from console.service.status import read_status
 from console.transport.host_files import state_refused
-from console.transport.ssh import ConnState, Disconnected, HostState, RemoteError
+from console.transport.http import HttpError
+from console.transport.ssh import ConnState, Disconnected, HostSession, HostState, RemoteError
 from console.tuning import history
 from console.tuning.history import HistoryError
 from console.tuning.left_on import LeftOn, read_left_on
 from console.tuning.probation import Probation, probation_of
 from console.watch.health import probe_health
+from console.watch.server_metrics import MetricsUnavailable
+from console.watch.sources import from_server
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -51,6 +54,24 @@ class HostReport:
     """Why the host's state directory cannot be written (None: it can, or it was not asked)."""
     probation: Probation | None = None
     """The kept change on probation, from the host's history (None: none)."""
+    kv_cache: dict[str, float] | None = None
+    """KV-cache use from the server's /metrics (None: no page, or nothing on it)."""
+
+
+async def _kv_cache(session: HostSession, profile: Profile) -> dict[str, float] | None:
+    """The KV cache's use as SGLang's /metrics has it now; None without a page (a server
+    started without --enable-metrics, or not answering)."""
+    try:
+        numbers = await from_server(session, profile, 0.0, timeout=5.0)
+    except (MetricsUnavailable, HttpError, Disconnected):
+        return None
+    found = {
+        "token_usage": numbers.token_usage,
+        "used_tokens": numbers.used_tokens,
+        "cache_hit_rate": numbers.cache_hit_rate,
+    }
+    kept = {k: v for k, v in found.items() if v is not None}
+    return kept or None
 
 
 async def _status_one(profile: Profile) -> HostReport:
@@ -60,8 +81,11 @@ async def _status_one(profile: Profile) -> HostReport:
         state = await session.wait_settled(profile.ssh.connect_timeout_s + 5)
         if state.state is not ConnState.CONNECTED:
             return HostReport(state)
-        status_read, health = await asyncio.gather(
-            read_status(session, with_version=True), probe_health(session), return_exceptions=True
+        status_read, health, numbers = await asyncio.gather(
+            read_status(session, with_version=True),
+            probe_health(session),
+            _kv_cache(session, profile),
+            return_exceptions=True,
         )
         word = health if isinstance(health, str) else None
         if isinstance(status_read, Disconnected):  # lost after connecting: unreachable (3)
@@ -72,6 +96,7 @@ async def _status_one(profile: Profile) -> HostReport:
         if isinstance(status_read, BaseException):
             raise status_read
         report = HostReport(state, status_read, health=word)
+        report.kv_cache = numbers if isinstance(numbers, dict) else None
         report.left = await read_left_on(session, status_read.flags)
         try:
             report.unwritable = await state_refused(session)
@@ -120,6 +145,8 @@ def _status_record(profile: Profile, report: HostReport) -> dict[str, Any]:
             sglang_version=status.sglang_version,
             flags=status.flags,
         )
+    if report.kv_cache is not None:
+        record["kv_cache"] = report.kv_cache
     if left is not None:
         record["left_on"] = left.record()
     if probation is not None:
@@ -180,6 +207,8 @@ async def cmd_status(args: argparse.Namespace) -> int:
                 state += f"\ninvocation {r['invocation_id'][:12]}"
             if r.get("sglang_version"):
                 state += f"\nSGLang {r['sglang_version']}"
+            if "token_usage" in r.get("kv_cache", {}):
+                state += f"\nKV cache {r['kv_cache']['token_usage']:.0%} used"
             health = r["health"] or "-"
             table.add_row(r["host"], conn, health, state, flags or "-")
         out.print(table)

@@ -25,6 +25,7 @@ LABELS = {
     "gen_throughput": "tok/s",
     "running_req": "running",
     "queue_req": "queued",
+    "token_usage": "KV cache used",
 }
 
 Pair = tuple[Configuration, Configuration] | None

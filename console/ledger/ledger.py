@@ -47,7 +47,9 @@ from console.watch.sglang import DecodeBatch, parse_line
 
 FORMAT = "specops-experiment/1"
 EXPERIMENTS_DIR = "experiments"
-SERIES = ("accept_len", "accept_rate", "gen_throughput", "running_req", "queue_req")
+SERIES = ("accept_len", "accept_rate", "gen_throughput", "running_req", "queue_req", "token_usage")
+"""The decode lines' numbers each side is measured by; `token_usage` is the KV cache's share in
+use (what a budget change moves, and what runs a GPU out of memory)."""
 BEFORE_S = 300.0
 """How much of the previous configuration's run the "before" window holds: its last 5 minutes."""
 

@@ -36,6 +36,9 @@ _DOC = {
         "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch)."
     ),
     "sglang:is_cuda_graph": "Whether the batch is using CUDA graph.",
+    "sglang:token_usage": "The token usage.",
+    "sglang:cache_hit_rate": "The prefix cache hit rate.",
+    "sglang:num_used_tokens": "The number of used tokens.",
     "sglang:generation_tokens": "Number of generation tokens processed.",
     "sglang:spec_verify_calls": "Number of speculative decoding verification calls.",
 }
@@ -54,6 +57,9 @@ class ServerState:
     cuda_graph: bool
     generation_tokens_total: float
     verify_calls_total: float
+    token_usage: float = 0.0
+    cache_hit_rate: float = 0.0
+    used_tokens: int = 0
     labels: tuple[tuple[str, str], ...] = ()
     """`--extra-metric-labels`, applied last (they may override)."""
 
@@ -105,6 +111,9 @@ def render(state: ServerState, *, openmetrics: bool = False) -> str:
         ("sglang:spec_accept_length", "gauge", "", scheduler, state.accept_length),
         ("sglang:spec_accept_rate", "gauge", "", scheduler, state.accept_rate),
         ("sglang:is_cuda_graph", "gauge", "", scheduler, 1.0 if state.cuda_graph else 0.0),
+        ("sglang:token_usage", "gauge", "", scheduler, state.token_usage),
+        ("sglang:cache_hit_rate", "gauge", "", scheduler, state.cache_hit_rate),
+        ("sglang:num_used_tokens", "gauge", "", scheduler, float(state.used_tokens)),
         (
             "sglang:generation_tokens",
             "counter",

@@ -185,6 +185,8 @@ class SimSGLang:
         self.ready_at: float | None = None
         """time.monotonic() when the server said it was ready."""
         self._gauges: tuple[float, float, int, int] = (0.0, 0.0, 0, 0)
+        self._kv: tuple[float, int] = (0.0, 0)
+        """The last batch's KV-cache use: (share of capacity, tokens)."""
         """The last decode batch's accept length, accept rate, running and queued requests."""
         self._tokens_total = 0.0
         self._verify_total = 0.0
@@ -343,6 +345,7 @@ class SimSGLang:
             self._tokens_total += generated
             self._verify_total += generated / al
             self._gauges = (al, rate, running, queued)
+            self._kv = (tokens / capacity, tokens)
             if n % 10 == 1:
                 self.log(
                     f"Prefill batch, #new-seq: 1, #new-token: {self.rng.randint(80, 900)}, "
@@ -437,6 +440,9 @@ class SimSGLang:
             cuda_graph=cfg.cuda_graph,
             generation_tokens_total=round(self._tokens_total),
             verify_calls_total=round(self._verify_total),
+            token_usage=round(self._kv[0], 4),
+            cache_hit_rate=0.0,  # random prompts share no prefix
+            used_tokens=self._kv[1],
             labels=tuple(sorted((cfg.args.extra_metric_labels or {}).items())),
         )
         openmetrics = wants_openmetrics(accept)

@@ -36,10 +36,14 @@ GAUGES = (
     "num_running_reqs",
     "num_queue_reqs",
     "is_cuda_graph",
+    "token_usage",
+    "cache_hit_rate",
+    "num_used_tokens",
 )
 COUNTERS = ("generation_tokens_total", "spec_verify_calls_total")
-AVERAGED = frozenset({"spec_accept_length", "spec_accept_rate"})
-"""Per-rank values of one batch: their mean. The others add up over data-parallel ranks."""
+AVERAGED = frozenset({"spec_accept_length", "spec_accept_rate", "token_usage", "cache_hit_rate"})
+"""Per-rank values of one batch (and each rank's share of its own KV cache): their mean. The
+others add up over data-parallel ranks."""
 
 _WANTED = frozenset(GAUGES + COUNTERS)
 _SAMPLE_RE = re.compile(r"sglang[:_]([A-Za-z0-9_]+)")

@@ -45,6 +45,13 @@ class HostNumbers:
     queued: float | None = None
     cuda_graph: bool | None = None
     window_s: float = 0.0
+    token_usage: float | None = None
+    """The share of the KV cache in use (`sglang:token_usage`, 0–1): what a budget change moves
+    and what runs a GPU out of memory."""
+    used_tokens: float | None = None
+    """KV-cache tokens in use (`sglang:num_used_tokens`)."""
+    cache_hit_rate: float | None = None
+    """The prefix cache's hit rate (`sglang:cache_hit_rate`, 0–1)."""
 
     def record(self) -> dict[str, Any]:
         return asdict(self)
@@ -66,6 +73,9 @@ def _numbers(
         queued=last.get("num_queue_reqs"),
         cuda_graph=None if graph is None else graph >= 0.5,
         window_s=window,
+        token_usage=last.get("token_usage"),
+        used_tokens=last.get("num_used_tokens"),
+        cache_hit_rate=last.get("cache_hit_rate"),
     )
 
 
@@ -89,12 +99,14 @@ def _selector(metric: str) -> str:
 
 
 QUERIES: dict[str, str] = {
-    "spec_accept_length": f"avg by (instance) ({_selector('spec_accept_length')})",
-    "spec_accept_rate": f"avg by (instance) ({_selector('spec_accept_rate')})",
+    **{
+        name: f"avg by (instance) ({_selector(name)})"
+        for name in ("spec_accept_length", "spec_accept_rate", "token_usage", "cache_hit_rate")
+    },
     "is_cuda_graph": f"max by (instance) ({_selector('is_cuda_graph')})",
     **{
         name: f"sum by (instance) (max by (instance, dp_rank) ({_selector(name)}))"
-        for name in ("gen_throughput", "num_running_reqs", "num_queue_reqs")
+        for name in ("gen_throughput", "num_running_reqs", "num_queue_reqs", "num_used_tokens")
     },
     **{
         name: f"sum by (instance) ({_selector(name)})"

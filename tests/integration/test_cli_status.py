@@ -27,7 +27,9 @@ def test_status_reports_health_and_spells_switches_on_off(
     try:
         hosts = sim.fleet.hosts
         deadline = pace.deadline(10)
-        while not all(h.unit.server is not None and h.unit.server.ready for h in hosts.values()):
+        while not all(  # decoding: /metrics has a batch to report
+            h.unit.server is not None and h.unit.server._accept_n for h in hosts.values()
+        ):
             assert time.monotonic() < deadline
             time.sleep(0.05)
         server = hosts["pro6000"].unit.server
@@ -39,9 +41,12 @@ def test_status_reports_health_and_spells_switches_on_off(
         assert records["b300"]["health"] == "ok"
         assert records["pro6000"]["health"] == "503"
         assert records["pro6000"]["sub_state"] == "running"
+        kv = records["b300"]["kv_cache"]  # from the server's /metrics (issue 41)
+        assert 0 < kv["token_usage"] < 1 and kv["used_tokens"] >= 1
         assert main(["status", "--profiles", profiles]) == 0
         shown = capsys.readouterr().out
         assert "cuda_graph=on" in shown and "True" not in shown
+        assert "% used" in shown  # KV cache 42% used
         assert "503" in shown
         assert main(["flags", "b300", "--profiles", profiles]) == 0
         table = capsys.readouterr().out

@@ -92,6 +92,8 @@ async def test_budget_16_eager_shows_accept_up_throughput_down_and_a_crash_is_ne
     deltas = {d["series"]: d for d in record["deltas"]}
     assert deltas["accept_len"]["delta"] > 0 and deltas["gen_throughput"]["delta"] < 0
     assert deltas["accept_len"]["beyond_spread"] and deltas["gen_throughput"]["beyond_spread"]
+    kv = configs[b]["windows"]["token_usage"]  # each configuration's KV-cache use (issue 41)
+    assert kv["count"] > 5 and 0 < kv["mean"] < 1
     after = configs[b]["windows"]["accept_len"]
     assert after["count"] > 5 and after["stddev"] > 0  # n and spread, not one sample
     assert 5.3 <= after["mean"] <= 6.4

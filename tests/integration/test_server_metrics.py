@@ -51,6 +51,10 @@ async def test_numbers_from_the_servers_own_page(sim: SimFleet, profiles: list[P
     assert numbers.running is not None and numbers.running >= 1
     server = sim.hosts[profile.name].unit.server
     assert server is not None
+    # the KV cache as the page has it (issue 41): the last batch's share and tokens
+    assert numbers.token_usage is not None and 0 < numbers.token_usage < 1
+    assert numbers.used_tokens is not None and numbers.used_tokens >= 1
+    assert numbers.cache_hit_rate == 0.0
     # the counters agree with the run's own mean of the decode lines' accept lengths
     assert numbers.accept_len_window == pytest.approx(
         server._accept_sum / server._accept_n, abs=0.1

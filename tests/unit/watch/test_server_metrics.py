@@ -28,6 +28,9 @@ STATE = ServerState(
     cuda_graph=True,
     generation_tokens_total=123456,
     verify_calls_total=29050,
+    token_usage=0.4213,
+    cache_hit_rate=0.125,
+    used_tokens=38144,
     labels=(("variant", "ddtree-b8"),),
 )
 
@@ -48,6 +51,9 @@ docs = {
     "sglang:spec_accept_rate": "Speculative acceptance rate (`accepted drafts / proposed "
     "drafts` in batch).",
     "sglang:is_cuda_graph": "Whether the batch is using CUDA graph.",
+    "sglang:token_usage": "The token usage.",
+    "sglang:cache_hit_rate": "The prefix cache hit rate.",
+    "sglang:num_used_tokens": "The number of used tokens.",
 }
 sched = {"model_name": a["model"], "engine_type": "unified", "tp_rank": "0", "pp_rank": "0",
          "moe_ep_rank": "0", "variant": "ddtree-b8"}
@@ -79,6 +85,9 @@ def reference_pages() -> dict[str, str]:
             "sglang:spec_accept_length": STATE.accept_length,
             "sglang:spec_accept_rate": STATE.accept_rate,
             "sglang:is_cuda_graph": 1,
+            "sglang:token_usage": STATE.token_usage,
+            "sglang:cache_hit_rate": STATE.cache_hit_rate,
+            "sglang:num_used_tokens": STATE.used_tokens,
         },
         "tokens": STATE.generation_tokens_total,
         "calls": STATE.verify_calls_total,
@@ -136,6 +145,9 @@ def test_the_reader_takes_both_spellings_from_the_real_page(
         "is_cuda_graph": 1,
         "generation_tokens_total": 123456,
         "spec_verify_calls_total": 29050,
+        "token_usage": 0.4213,  # the KV cache (issue 41): what a budget change moves
+        "cache_hit_rate": 0.125,
+        "num_used_tokens": 38144,
     }
 
 
@@ -144,7 +156,7 @@ def test_the_page_is_cut_to_the_wanted_samples(reference: dict[str, str]) -> Non
     cut = cut_page(page)
     assert "inter_token_latency" in page and "inter_token_latency" not in cut
     assert "# HELP" not in cut
-    assert len(cut.splitlines()) == 8
+    assert len(cut.splitlines()) == 11
 
 
 def test_names_in_both_spellings() -> None:
