@@ -17,7 +17,7 @@ from console.cli import main
 from console.findings.report import REPORT_NAME, build_report
 from console.findings.snapshot_crashes import excerpt_crashes
 from console.hosts.events import JournalEntry
-from console.package.excerpt import build_excerpt
+from console.package.excerpt import Excerpt, build_excerpt
 from console.package.layout import write_metadata
 from console.package.manifest import MANIFEST_NAME, write_manifest
 from console.watch.journal import decode_lines
@@ -47,6 +47,19 @@ def _sglang(i: int, text: str) -> str:
     return f"[2026-12-02 10:00:{i:02d} TP0] {text}"
 
 
+def _excerpt(messages: list[str]) -> Excerpt:
+    return build_excerpt(
+        _entries(messages),
+        host="b300",
+        unit="sglang-k26-ddtree.service",
+        command="journalctl -u sglang-k26-ddtree.service -o json",
+        since="4 hours ago",
+        patterns=["accept len"],
+        context=5,
+        limit=200,
+    )
+
+
 def _snapshot(package: Path, flags: dict[str, object], variant: str, crashed: bool) -> str:
     messages = [_sglang(0, "Load weight begin. avail mem=176.44 GB")]
     if crashed:
@@ -58,16 +71,7 @@ def _snapshot(package: Path, flags: dict[str, object], variant: str, crashed: bo
         ]
     else:
         messages += [_sglang(3, "Decode batch, #running-req: 1, accept len: 4.36")]
-    excerpt = build_excerpt(
-        _entries(messages),
-        host="b300",
-        unit="sglang-k26-ddtree.service",
-        command="journalctl -u sglang-k26-ddtree.service -o json",
-        since="4 hours ago",
-        patterns=["accept len"],
-        context=5,
-        limit=200,
-    )
+    excerpt = _excerpt(messages)
     name = f"journal_excerpt.{variant}.txt"
     (package / "b300_logs").mkdir(parents=True, exist_ok=True)
     (package / "b300_logs" / name).write_text(excerpt.text)
@@ -272,16 +276,7 @@ def test_a_crash_of_an_earlier_run_in_the_excerpt_is_not_pinned_on_the_running_o
     ]
     healthy = [_sglang(0, "Load weight begin. avail mem=176.44 GB")] * 6
     healthy += [_sglang(3, "Decode batch, #running-req: 1, accept len: 4.36")]
-    excerpt = build_excerpt(
-        _entries(crashed + healthy),
-        host="b300",
-        unit="sglang-k26-ddtree.service",
-        command="journalctl -u sglang-k26-ddtree.service -o json",
-        since="4 hours ago",
-        patterns=["accept len"],
-        context=5,
-        limit=200,
-    )
+    excerpt = _excerpt(crashed + healthy)
     package = tmp_path / "pkg"
     (package / "b300_logs").mkdir(parents=True)
     (package / "b300_logs" / "journal_excerpt.txt").write_text(excerpt.text)
