@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from console.hosts.inventory import load_inventory_fleet
+from console.hosts.profiles import Unusable
 from console.transport import remote
 from console.transport.remote import Command
 from console.transport.ssh import (
@@ -18,6 +20,7 @@ from console.transport.ssh import (
     HostKeyRefused,
     HostSession,
     HostState,
+    check_identity,
 )
 from console.watch.unit_starts import read_starts
 from tests.testbed.bed import Testbed
@@ -164,6 +167,45 @@ async def test_proxy_jump_through_the_first_host(bed: Testbed) -> None:
     jump, target = bed.hosts[0], bed.hosts[1]
     profile = bed.jump_profile()
     assert profile.ssh.proxy_jump == f"root@{jump.address}:22"
+    session = await connected(profile)
+    try:
+        result = await session.run(Command(("hostname",)))
+        assert result.stdout.strip() == target.name
+    finally:
+        await session.close()
+    assert any(f"for root from {jump.address} " in line for line in accepted_logins(target))
+
+
+async def test_the_inventory_bastion_form_reaches_a_host_through_real_openssh(
+    bed: Testbed, tmp_path: Path
+) -> None:
+    """Issue 41: `-o ProxyCommand="ssh -W %h:%p -q USER@BASTION"` (NVIDIA DeepOps' example, and
+    most real inventories) is the ProxyJump it means, read by the real ansible-inventory."""
+    if len(bed.hosts) < 2:
+        pytest.skip("a bastion needs two hosts")
+    jump, target = bed.hosts[0], bed.hosts[1]
+    proxy = f"ssh -W %h:%p -q root@{jump.address}"
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(
+        f"[gpu]\nbastion ansible_host={jump.address}\n"
+        f"gpu-b ansible_host={target.address} "
+        f"ansible_ssh_common_args='-o ProxyCommand=\"{proxy}\"'\n\n"
+        f"[gpu:vars]\nansible_user=root\nansible_ssh_private_key_file={bed.client_key}\n"
+    )
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    # The host's own profile as the template, less what the inventory gives: name and address.
+    kept, section = [], ""
+    for line in (bed.profiles_dir / f"{jump.name}.toml").read_text().splitlines():
+        section = line if line.startswith("[") else section
+        if (section, line.split(" =")[0]) not in (("", "name"), ("[ssh]", "host")):
+            kept.append(line)
+    (templates / "all.toml").write_text("\n".join(kept) + "\n")
+    unusable: list[Unusable] = []
+    profiles = load_inventory_fleet(inventory, templates, [], unusable, check_identity)
+    assert unusable == [] and [p.name for p in profiles] == ["bastion", "gpu-b"]
+    profile = profiles[1]
+    assert profile.ssh.proxy_jump == f"root@{jump.address}"
     session = await connected(profile)
     try:
         result = await session.run(Command(("hostname",)))
