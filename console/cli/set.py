@@ -49,6 +49,7 @@ from console.transport.host_files import state_refused
 from console.transport.ssh import Disconnected, HostSession, RemoteError
 from console.tuning import history
 from console.tuning.change import change
+from console.tuning.left_on import LeftOn, read_left_on
 from console.tuning.plan import Plan, check_arguments, parse_assignments, read_plan
 
 WAITING_EVERY_S = 15.0
@@ -201,6 +202,15 @@ async def _set(session: HostSession, args: argparse.Namespace, changes: dict[str
     if not plan.changed:
         await _report_abandoned(session, dry_run=args.dry_run)
         say(f"{profile.name}: nothing to change ({escape(plan.summary())})")
+        left = await _runs_otherwise(session, plan)
+        if left is not None:
+            # The files already say so, but a change that did not end never restarted it.
+            err.print(
+                f"  [yellow]![/yellow] {escape(profile.name)} {escape(left.text())}: the unit "
+                f"files already hold what was asked; restarting {escape(plan.unit)} applies "
+                "them (specops writes only what differs)",
+                soft_wrap=True,
+            )
         if args.json:
             print(json.dumps(unchanged(profile.name, ChangeAction.SET, plan)), flush=True)
         return EXIT_OK
@@ -227,6 +237,16 @@ async def _report_abandoned(session: HostSession, *, dry_run: bool) -> None:
         )
 
 
+async def _runs_otherwise(session: HostSession, plan: Plan) -> LeftOn | None:
+    """What the host runs, when its main process is not on what its unit files say (a change
+    that wrote them and never restarted it); None when it is, or cannot be read."""
+    files = plan.masked(plan.old_values)
+    left = await read_left_on(session, files)
+    if left is None or left.source != "running command" or dict(left.values) == files:
+        return None
+    return left
+
+
 def unchanged(host: str, action: ChangeAction, plan: Plan) -> dict[str, object]:
     """`--json` when the host already runs what was asked for: nothing ran."""
     return {"host": host, "action": action.value, "intent": plan.summary(), "outcome": "unchanged"}
@@ -251,6 +271,14 @@ async def run_plan(
 ) -> int:
     """Diff, build check, confirm, then the change (also `specops rollback`'s way)."""
     profile = session.profile
+    left = await _runs_otherwise(session, plan)
+    if left is not None:
+        # After a change that did not end the files are not what runs: the diff is the files'.
+        err.print(
+            f"  [yellow]![/yellow] {escape(profile.name)} {escape(left.text())}: the diff "
+            "below starts from the unit files",
+            soft_wrap=True,
+        )
     show_plan(plan)
     if profile.service.check_flags:
         try:

@@ -87,7 +87,8 @@ def _demo_pane(isolated_home: Path, tmp_path: Path, width: int, height: int) -> 
     exports = " ".join(f"{k}={v!r}" for k, v in env.items())
     command = (
         f"env -i {exports} {sys.executable} -m console demo --load-delay 1; "
-        f"echo $? > {marker}; sleep 30"
+        # Written whole, then named: the test read an empty marker the shell had only created.
+        f"echo $? > {marker}.part && mv {marker}.part {marker}; sleep 30"
     )
     subprocess.run(
         [

@@ -40,13 +40,10 @@ async def test_a_change_that_lost_its_link_is_named_by_the_next_status(
     assert (left["entry"], left["kind"], left["outcome"]) == (1, "change", "started")
 
 
-async def test_files_reloaded_but_not_restarted_say_what_really_runs(
-    sim: SimFleet, capsys: pytest.CaptureFixture[str]
-) -> None:
+def files_say_budget_16(sim: SimFleet) -> None:
     """A change stopped between daemon-reload and restart: NeedDaemonReload=no, the files
     say budget 16, the process still runs budget 8."""
-    host = sim.hosts["b300"]
-    unit = host.unit
+    unit = sim.hosts["b300"].unit
     fragment = unit.local(unit.fragment).read_text()
     dropin = unit.local(f"{unit.dropin_dir}/zz-specops.conf")
     dropin.parent.mkdir(parents=True, exist_ok=True)
@@ -56,6 +53,12 @@ async def test_files_reloaded_but_not_restarted_say_what_really_runs(
     )
     dropin.write_text(f"[Service]\nExecStart=\nExecStart={new}\n")
     unit.daemon_reload()
+
+
+async def test_files_reloaded_but_not_restarted_say_what_really_runs(
+    sim: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files_say_budget_16(sim)
     said = " ".join((await status(sim, capsys)).split())
     assert "NeedDaemonReload=yes" not in said
     assert "b300 left on: budget=8 topk=4 cuda_graph=on nvls=off" in said
@@ -67,6 +70,32 @@ async def test_files_reloaded_but_not_restarted_say_what_really_runs(
     assert await cmd_flags(parse_args(["flags", "b300", "--profiles", str(sim.profiles_dir)])) == 0
     said = " ".join(capsys.readouterr().out.split())
     assert "left on: budget=8 topk=4" in said and "the unit files say budget=16" in said
+
+
+async def test_set_after_files_not_restarted_says_what_runs_above_its_diff(
+    sim: SimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 30: after an interrupted change the next `set`'s diff started from the files'
+    budget 16 as if it ran; and asking for budget 16 said only "nothing to change"."""
+    files_say_budget_16(sim)
+    profiles = ["--profiles", str(sim.profiles_dir)]
+    assert (
+        await cli_set.cmd_set(parse_args(["set", "b300", "budget=12", "--dry-run", *profiles])) == 0
+    )
+    said = capsys.readouterr()
+    shown = " ".join((said.out + said.err).split())
+    assert "b300 left on: budget=8 topk=4" in shown and "the unit files say budget=16" in shown
+    assert "the diff below starts from the unit files" in shown
+    assert await cli_set.cmd_set(parse_args(["set", "b300", "budget=16", "--yes", *profiles])) == 0
+    said = capsys.readouterr()
+    shown = " ".join((said.out + said.err).split())
+    assert "nothing to change" in shown and "b300 left on: budget=8" in shown
+    assert "restarting sglang-k26-ddtree.service applies them" in shown
+    # A host as its files say: no such line.
+    sim.hosts["b300"].unit.local(f"{sim.hosts['b300'].unit.dropin_dir}/zz-specops.conf").unlink()
+    sim.hosts["b300"].unit.daemon_reload()
+    assert await cli_set.cmd_set(parse_args(["set", "b300", "budget=8", "--yes", *profiles])) == 0
+    assert "left on" not in " ".join(capsys.readouterr().err.split())
 
 
 async def test_a_host_as_its_files_say_gets_no_left_on_line(
