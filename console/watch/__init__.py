@@ -13,6 +13,8 @@
 - `poller.py`: numbers beside the journal: `/metrics` per host or the fleet from Prometheus;
 - `restarts.py`: restarts of one host's service: how many in the last minutes, and whether it
   crash-loops;
+- `gpus.py`: the GPUs as `nvidia-smi --query-gpu` reports them (memory, power, clock events);
+- `xid.py`: the driver's Xid errors from the kernel log, with what each code means;
 - `unit_starts.py`: systemd's records of the unit's starts before the console looked;
 - `server_metrics.py`: SGLang's own numbers, read from its `/metrics` page through the host's
   SSH connection;

@@ -1,0 +1,176 @@
+"""The GPUs a host's server runs on, as `nvidia-smi --query-gpu` reports them.
+
+One query per poll for every GPU (`QUERY`, `--format=csv,nounits`): memory used and total,
+utilization, temperature, power draw and limit, SM clock, the active clock-event reasons and
+the uncorrected ECC errors. The header names the columns, so a driver that spells a field
+otherwise (`clocks_throttle_reasons.active` comes back as `clocks_event_reasons.active`;
+`clocks.sm` as `clocks.current.sm`) or keeps units in a cell (`81559 MiB`) reads the same.
+`[N/A]` and `[Not Supported]` are no value. The clock-event bit mask is decoded by name, with
+nvml.h's bits (`0x4` is `sw_power_cap`: the card at its power limit; tok/s falls with no log
+line at all).
+
+Pure: text in, records out; no I/O, no Textual.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+QUERY_FIELDS = (
+    "index",
+    "name",
+    "uuid",
+    "memory.used",
+    "memory.total",
+    "utilization.gpu",
+    "temperature.gpu",
+    "power.draw",
+    "power.limit",
+    "clocks.sm",
+    "clocks_event_reasons.active",
+    "ecc.errors.uncorrected.volatile.total",
+)
+QUERY = ("nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,nounits")
+"""The command, with the header: columns are read by name, whatever order or spelling."""
+
+ALIASES = {
+    "gpu_name": "name",
+    "gpu_uuid": "uuid",
+    "clocks.current.sm": "clocks.sm",
+    "clocks_throttle_reasons.active": "clocks_event_reasons.active",
+}
+"""Other spellings `nvidia-smi --help-query-gpu` lists for the same field."""
+
+CLOCK_EVENTS = (
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+    (0x100, "display_clock_setting"),
+)
+"""nvml.h's `nvmlClocksEventReason…` bits, by the names `--help-query-gpu` gives them."""
+SLOWED = frozenset(name for _, name in CLOCK_EVENTS) - {"gpu_idle", "applications_clocks_setting"}
+"""The reasons that mean the card runs below the clocks asked for: capped or slowed."""
+
+_MISSING = frozenset({"", "n/a", "[n/a]", "not supported", "[not supported]", "unknown"})
+_NUMBER = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*(?:[A-Za-z%]+)?\s*$")
+
+
+class GpuQueryError(ValueError):
+    """Output that is not the query's CSV (a wrapper's message, an error from the driver)."""
+
+
+@dataclass(frozen=True)
+class GpuState:
+    index: int
+    name: str
+    uuid: str
+    memory_used_mib: float | None = None
+    memory_total_mib: float | None = None
+    util_pct: float | None = None
+    temp_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    sm_clock_mhz: float | None = None
+    clock_events: tuple[str, ...] = ()
+    ecc_uncorrected: int | None = None
+
+    @property
+    def slowed(self) -> tuple[str, ...]:
+        """The active reasons that hold its clocks down (a power cap, a thermal slowdown)."""
+        return tuple(e for e in self.clock_events if e in SLOWED)
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "name": self.name,
+            "memory_used_mib": self.memory_used_mib,
+            "memory_total_mib": self.memory_total_mib,
+            "util_pct": self.util_pct,
+            "temp_c": self.temp_c,
+            "power_w": self.power_w,
+            "power_limit_w": self.power_limit_w,
+            "sm_clock_mhz": self.sm_clock_mhz,
+            "clock_events": list(self.clock_events),
+            "ecc_uncorrected": self.ecc_uncorrected,
+        }
+
+
+def clock_events(mask: str | None) -> tuple[str, ...]:
+    """`0x0000000000000005` → ("gpu_idle", "sw_power_cap"); a bit nvml.h does not name comes
+    back as its hex value."""
+    if mask is None:
+        return ()
+    try:
+        bits = int(mask, 16)
+    except ValueError:
+        return ()
+    names = [name for bit, name in CLOCK_EVENTS if bits & bit]
+    known = sum(bit for bit, _ in CLOCK_EVENTS)
+    names += [hex(1 << n) for n in range(64) if bits & ~known & (1 << n)]
+    return tuple(names)
+
+
+def _value(text: str) -> str | None:
+    text = text.strip()
+    return None if text.lower() in _MISSING else text
+
+
+def _number(text: str | None) -> float | None:
+    if text is None:
+        return None
+    match = _NUMBER.match(text)
+    return float(match.group(1)) if match else None
+
+
+def _field(header: str) -> str:
+    """`memory.used [MiB]` → `memory.used`; another spelling → the query's own."""
+    name = header.split("[", 1)[0].strip()
+    return ALIASES.get(name, name)
+
+
+def parse_gpus(text: str) -> list[GpuState]:
+    """Every GPU row of `nvidia-smi --query-gpu=… --format=csv[,nounits]` output, by its header.
+    Raises GpuQueryError when the text is not that CSV."""
+    rows = [row for row in csv.reader(text.splitlines(), skipinitialspace=True) if row]
+    if not rows:
+        return []
+    header = [_field(h) for h in rows[0]]
+    if "index" not in header or "uuid" not in header:
+        raise GpuQueryError(f"not nvidia-smi's CSV: {', '.join(rows[0])[:120]}")
+    found: list[GpuState] = []
+    for row in rows[1:]:
+        if len(row) != len(header):
+            raise GpuQueryError(f"a row of {len(row)} fields under {len(header)} columns")
+        cells: Mapping[str, str | None] = {
+            name: _value(cell) for name, cell in zip(header, row, strict=True)
+        }
+        index = _number(cells.get("index"))
+        if index is None:
+            raise GpuQueryError(f"a row without a GPU index: {', '.join(row)[:120]}")
+        ecc = _number(cells.get("ecc.errors.uncorrected.volatile.total"))
+        found.append(
+            GpuState(
+                index=int(index),
+                name=cells.get("name") or "",
+                uuid=cells.get("uuid") or "",
+                memory_used_mib=_number(cells.get("memory.used")),
+                memory_total_mib=_number(cells.get("memory.total")),
+                util_pct=_number(cells.get("utilization.gpu")),
+                temp_c=_number(cells.get("temperature.gpu")),
+                power_w=_number(cells.get("power.draw")),
+                power_limit_w=_number(cells.get("power.limit")),
+                sm_clock_mhz=_number(cells.get("clocks.sm")),
+                clock_events=clock_events(cells.get("clocks_event_reasons.active")),
+                ecc_uncorrected=None if ecc is None else int(ecc),
+            )
+        )
+    return found
