@@ -31,7 +31,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,7 +84,7 @@ def _saved_listing(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and "_meta" in data else None
 
 
-def _run_ansible_inventory(path: Path) -> dict[str, Any]:
+def _run_ansible_inventory(path: Path, *extra: str) -> dict[str, Any]:
     program = find_ansible_inventory()
     if program is None:
         raise ProfileError(
@@ -97,7 +97,7 @@ def _run_ansible_inventory(path: Path) -> dict[str, Any]:
         "ANSIBLE_INVENTORY_UNPARSED_FAILED": "True",
         "ANSIBLE_NOCOLOR": "1",
     }
-    argv = [program, "-i", str(path), "--list"]
+    argv = [program, "-i", str(path), "--list", *extra]
     try:
         result = subprocess.run(
             argv, capture_output=True, text=True, timeout=INVENTORY_TIMEOUT_S, env=env, check=False
@@ -198,6 +198,22 @@ def inventory_hosts(data: Mapping[str, Any], source: Path) -> list[InventoryHost
     return hosts
 
 
+class VariableError(ProfileError):
+    """A host's inventory variable specops cannot use; `described(origin)` names where the
+    inventory set it (`all.vars.`), once that is known."""
+
+    def __init__(self, source: Path, host: str, variable: str, value: Any, why: str) -> None:
+        self.source, self.host, self.variable = source, host, variable
+        self.value, self.why = value, why
+        super().__init__(self.described())
+
+    def described(self, origin: str = "") -> str:
+        return (
+            f"{self.source}: host {self.host!r}: {origin}{self.variable} = {self.value!r}: "
+            f"{self.why}"
+        )
+
+
 class _Vars:
     """One host's inventory variables, read with coercion and errors naming host and variable."""
 
@@ -208,7 +224,7 @@ class _Vars:
         """SSH options in its variables that specops does not follow, on purpose."""
 
     def fail(self, name: str, value: Any, why: str) -> ProfileError:
-        return ProfileError(f"{self.source}: host {self.host.name!r}: {name} = {value!r}: {why}")
+        return VariableError(self.source, self.host.name, name, value, why)
 
     def get(self, *names: str) -> tuple[str, Any] | None:
         """The first of `names` that is set (Ansible's current name first, then legacy ones)."""
@@ -425,7 +441,51 @@ def _checked(
             raise
         value = host.variables[variable]
         why = str(exc).split(": ", 2)[-1]  # after "profile NAME: field '…' = '…'"
-        raise ProfileError(f"{source}: host {host.name!r}: {variable} = {value!r}: {why}") from None
+        raise VariableError(source, host.name, variable, value, why) from None
+
+
+def variable_origins(path: Path, hosts: Sequence[InventoryHost]) -> dict[str, dict[str, str]]:
+    """Host → variable → where the inventory sets it (`all.vars.`, `gpu.vars.`; "" on the
+    host's own line or in its host_vars), from `ansible-inventory --list --export`, which
+    keeps group vars with their group. Empty for a saved listing (only merged values)."""
+    if _saved_listing(path) is not None:
+        return {}
+    data = _run_ansible_inventory(path, "--export")
+    meta = data.get("_meta")
+    own = meta.get("hostvars") if isinstance(meta, dict) else None
+    own = own if isinstance(own, dict) else {}
+    origins: dict[str, dict[str, str]] = {}
+    for host in hosts:
+        found: dict[str, str] = {}
+        for group in ("all", *host.groups):  # Ansible's order: the last one to set it wins
+            entry = data.get(group)
+            variables = entry.get("vars") if isinstance(entry, dict) else None
+            for name in variables if isinstance(variables, dict) else {}:
+                found[name] = f"{group}.vars."
+        mine = own.get(host.name)
+        for name in mine if isinstance(mine, dict) else {}:
+            found[name] = ""
+        origins[host.name] = found
+    return origins
+
+
+def _with_origins(
+    path: Path, failures: list[tuple[InventoryHost, ProfileError]]
+) -> list[tuple[InventoryHost, ProfileError]]:
+    """The failures, each variable's named with the group that set it where one did."""
+    if not any(isinstance(e, VariableError) for _, e in failures):
+        return failures
+    try:
+        origins = variable_origins(path, [host for host, _ in failures])
+    except ProfileError:  # the names stay unqualified; the errors themselves stand
+        return failures
+    named: list[tuple[InventoryHost, ProfileError]] = []
+    for host, exc in failures:
+        if isinstance(exc, VariableError):
+            origin = origins.get(host.name, {}).get(exc.variable, "")
+            exc = ProfileError(exc.described(origin))
+        named.append((host, exc))
+    return named
 
 
 def profile_for(
@@ -509,6 +569,8 @@ def load_inventory_fleet(
             failures.append((host, exc))
             continue
         profiles.append(profile)
+    if failures:
+        failures = _with_origins(inventory, failures)
     if failures and not profiles:
         raise failures[0][1]
     if unusable is not None:

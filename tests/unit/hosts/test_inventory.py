@@ -230,7 +230,7 @@ def test_bad_values_name_the_host_the_variable_and_the_value(
     code = main(["status", "--inventory", str(source), "--profiles", str(directory)])
     assert code == 2
     error = " ".join(capsys.readouterr().err.split())  # as printed, unwrapped
-    assert f"host 'b300-01': {variable} = {value!r}" in error
+    assert f"host 'b300-01': b300.vars.{variable} = {value!r}" in error  # where it was set
     assert str(source) in error
 
 
@@ -293,6 +293,12 @@ gpu-a ansible_host=127.0.0.1 ansible_port=9
 gpu-b ansible_host=127.0.0.1 ansible_ssh_private_key_file=~/.ssh/missing.pem
 gpu-c ansible_host=127.0.0.1 ansible_ssh_common_args='-o ProxyCommand="nc -X 5 -x p %h %p"'
 gpu-d ansible_host=<10.1.2.3>
+
+[west]
+gpu-e ansible_host=127.0.0.1
+
+[west:vars]
+ansible_ssh_private_key_file=~/.ssh/west.pem
 """
 
 
@@ -311,7 +317,10 @@ def test_one_bad_host_is_that_hosts_error_and_the_others_load(
     profiles = load_inventory_fleet(source, directory, [], unusable, check_identity)
     assert [p.name for p in profiles] == ["gpu-a"]
     reasons = {u.name: " ".join(u.reason.split()) for u in unusable}
-    assert list(reasons) == ["gpu-b", "gpu-c", "gpu-d"]
+    assert list(reasons) == ["gpu-b", "gpu-c", "gpu-d", "gpu-e"]
+    # set for a group: named by where it was set, as the inventory's author wrote it
+    west = "host 'gpu-e': west.vars.ansible_ssh_private_key_file = '~/.ssh/west.pem'"
+    assert west in reasons["gpu-e"]
     assert (
         f"{source}: host 'gpu-b': ansible_ssh_private_key_file = '~/.ssh/missing.pem'"
         in (reasons["gpu-b"])
@@ -328,10 +337,10 @@ def test_one_bad_host_is_that_hosts_error_and_the_others_load(
     records = {r["host"]: r for r in map(json.loads, said.out.splitlines())}
     assert records["gpu-a"]["connection"] == "unreachable"
     assert "127.0.0.1:9" in records["gpu-a"]["detail"]
-    for name in ("gpu-b", "gpu-c", "gpu-d"):
-        assert records[name]["connection"] == "unusable"
-        assert records[name]["error"] == unusable[["gpu-b", "gpu-c", "gpu-d"].index(name)].reason
-    assert " ".join(said.err.split()).count("specops: skipped: ") == 3
+    for host in unusable:
+        assert records[host.name]["connection"] == "unusable"
+        assert records[host.name]["error"] == host.reason
+    assert " ".join(said.err.split()).count("specops: skipped: ") == 4
     # Asked for by name, an unusable host is exit 2 with its reason.
     assert main(["status", "gpu-b", *args]) == 2
     assert "gpu-b cannot be used: " in " ".join(capsys.readouterr().err.split())
