@@ -26,15 +26,16 @@ BEST_BY = "gen_throughput"
 """What "best" maximises among configurations never rolled back."""
 
 
+def value_text(value: Any) -> str:
+    """A flag value as a configuration names it: switches `on`/`off`."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
 def config_key(flags: Mapping[str, Any]) -> str:
     """`budget=8 cuda_graph=on`: a configuration by its flag values, in a stable order."""
-
-    def text(value: Any) -> str:
-        if isinstance(value, bool):
-            return "on" if value else "off"
-        return str(value)
-
-    return " ".join(f"{k}={text(v)}" for k, v in sorted(flags.items())) or "(no flags)"
+    return " ".join(f"{k}={value_text(v)}" for k, v in sorted(flags.items())) or "(no flags)"
 
 
 def pool(stats: Sequence[WindowStats]) -> WindowStats | None:

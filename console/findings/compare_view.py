@@ -16,7 +16,14 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from console.findings.compare import Configuration, Delta, best, compare, config_key
+from console.findings.compare import (
+    Configuration,
+    Delta,
+    best,
+    compare,
+    config_key,
+    value_text,
+)
 from console.ledger.ledger import SERIES, WindowStats
 
 LABELS = {
@@ -105,7 +112,7 @@ def _only(flags: Any, names: list[str]) -> str:
     """`budget=16 cuda_graph=off` of just those names; `-` for a name the flags lack."""
     if not names:
         return "(same flags)"
-    return " ".join(config_key({n: flags[n]}) if n in flags else f"{n}=-" for n in names)
+    return " ".join(f"{n}={_value(flags, n)}" for n in names)
 
 
 def render_compare(configs: list[Configuration], pair: Pair, note: str = "") -> RenderableType:
@@ -168,7 +175,7 @@ def render_compare(configs: list[Configuration], pair: Pair, note: str = "") -> 
 
 
 def _value(flags: Any, name: str) -> str:
-    return config_key({name: flags[name]}).split("=", 1)[1] if name in flags else "-"
+    return value_text(flags[name]) if name in flags else "-"
 
 
 def _beyond(d: Delta) -> str:

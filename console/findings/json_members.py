@@ -13,9 +13,10 @@ Pure: no I/O of its own; no Textual.
 from __future__ import annotations
 
 import json
+import mmap
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 SMALL = 1 << 20
 """A member whose value's text is longer than this is left out of its object."""
@@ -25,7 +26,8 @@ _PLAIN = re.compile(rb'[^"\[\]{}]+')
 _SCALAR = re.compile(rb"[^,}\]\s]+")
 _SPACE = re.compile(rb"\s*")
 
-Buffer = bytes | bytearray | memoryview | Any  # an mmap.mmap reads like bytes
+Buffer: TypeAlias = bytes | mmap.mmap
+"""What is read: bytes, or a file mapped in place (searched and sliced the same way)."""
 
 
 @dataclass
