@@ -45,6 +45,8 @@ def _stats(w: WindowStats | None, fmt: str = "{:.2f}") -> str:
 
 
 def _fmt(name: str) -> str:
+    if name == "token_usage":
+        return "{:.1%}"  # a share of the KV cache
     return "{:.0f}" if name == "gen_throughput" else "{:.2f}"
 
 
@@ -159,8 +161,8 @@ def render_compare(configs: list[Configuration], pair: Pair, note: str = "") -> 
                 LABELS[d.name],
                 _stats(d.a, fmt),
                 _stats(d.b, fmt),
-                "-" if d.delta is None else f"{d.delta:+.2f}",
-                "-" if d.spread is None else f"{d.spread:.2f}",
+                "-" if d.delta is None else fmt.replace("{:", "{:+").format(d.delta),
+                "-" if d.spread is None else fmt.format(d.spread),
                 _beyond(d),
             )
         parts.append(side)
