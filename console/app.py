@@ -106,6 +106,7 @@ class SpecopsApp(
         Binding("Y", "yank_line", "Copy line", id="yank-line", show=False),
         Binding("w", "save_view", "Save view", id="save-view", show=False),
         Binding("t", "toggle_stats", "Stats", id="stats-toggle", show=False),
+        Binding("u", "show_gpus", "GPUs", id="gpus-view", show=False),
         Binding("g", "group_hosts", "Group hosts", id="hosts-group", show=False),
         Binding("o", "sort_hosts", "Sort hosts", id="hosts-sort", show=False),
         Binding("O", "reverse_hosts", "Reverse sort", id="hosts-sort-reverse", show=False),
@@ -148,6 +149,7 @@ class SpecopsApp(
         self._metrics_due = {}
         self._journal_numbers_at = {}
         self._remote_numbers_at = {}
+        self._gpu_readings = {}
         self._inbox = deque()
         self._inbox_added = 0
         self._inbox_taken = 0

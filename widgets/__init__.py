@@ -20,6 +20,7 @@
 - `flag_editor.py`: `f`: the selected host's flags — current values, edit, review the diff,
   confirm;
 - `fleet_rows.py`: what the fleet table knows of each host, and the order it shows them in;
+- `gpu_view.py`: `u`: the selected host's GPUs, each with its memory and utilization history;
 - `group_rollout_view.py`: one change to the marked hosts as it happens: a row per host, the
   waves above;
 - `help_screen.py`: `?`: every key binding that is live on the screen it was opened from, with

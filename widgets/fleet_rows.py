@@ -15,6 +15,7 @@ from console.fleet.filter import FleetFilter, HostFacts
 from console.hosts.events import ServiceStatus
 from console.hosts.profiles import FlagValue
 from console.transport.ssh import ConnState, HostState
+from console.watch.gpus import GpuState, fullest
 
 COLUMNS = (
     "#",
@@ -28,6 +29,7 @@ COLUMNS = (
     "nvls",
     "accept",
     "tok/s",
+    "gpu",
     "age",
     "restarts",
     "alerts",
@@ -89,6 +91,8 @@ class HostRow:
     """A tuning campaign owns the host (`specops sweep`): its id and cells done, or None."""
     marked: bool = False
     """Marked by the operator (`space`): the flag editor changes the marked hosts together."""
+    gpus: tuple[GpuState, ...] = ()
+    """The host's GPUs at the newest reading (none: not read yet, or no GPU tool)."""
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -164,6 +168,9 @@ def sort_value(row: HostRow, column: str) -> object:
         return row.accept_len
     if column == "tok/s":
         return row.throughput
+    if column == "gpu":
+        top = fullest(row.gpus)  # the fullest memory first: what runs out first
+        return None if top is None else (top.memory_used_mib or 0) / (top.memory_total_mib or 1)
     if column == "age":
         return row.age_s
     if column == "restarts":

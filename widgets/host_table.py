@@ -24,6 +24,7 @@ from console.fleet.filter import NO_FILTER, FleetFilter
 from console.hosts.events import ServiceStatus
 from console.hosts.profiles import FlagValue
 from console.transport.ssh import ConnState, HostState
+from console.watch.gpus import GpuState, compact, slowed_on
 from widgets.fleet_rows import (
     COLUMNS,
     GroupLine,
@@ -44,7 +45,9 @@ STATE_STYLE = {
     ConnState.IDLE: "dim",
 }
 
-DROP_ORDER = ("sglang", "nvls", "topk", "graph", "budget", "#", "restarts", "unit", "age", "alerts")
+DROP_ORDER = (
+    "sglang", "gpu", "nvls", "topk", "graph", "budget", "#", "restarts", "unit", "age", "alerts"
+)  # fmt: skip
 """Columns given up, in this order, when the table is narrower than all of them: host,
 connection, health, accept and tok/s stay (at 80 columns they are what an operator reads)."""
 HEALTH_STYLE = {"ok": "green", "closed": "yellow"}
@@ -71,6 +74,14 @@ def _flag(value: FlagValue) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     return str(value)
+
+
+def _gpu(row: HostRow) -> Text | str:
+    """The fullest GPU's memory and the mean utilization; yellow when a GPU is held down."""
+    if not row.gpus:
+        return "-"
+    text = compact(row.gpus)
+    return Text(text, style="yellow") if slowed_on(row.gpus) else text
 
 
 def _alerts(row: HostRow) -> Text | str:
@@ -310,6 +321,7 @@ class HostTable(ScrollView, can_focus=True):
             _flag(flags.get("nvls")),
             accept,
             tps,
+            _gpu(row),
             age,
             str(row.restarts) if row.restarts else "-",
             _alerts(row),
@@ -492,6 +504,12 @@ class HostTable(ScrollView, can_focus=True):
         row.throughput = throughput if throughput is not None else row.throughput
         row.graph = graph if graph is not None else row.graph
         self.refresh_host(name)
+
+    def set_gpus(self, name: str, gpus: tuple[GpuState, ...]) -> None:
+        row = self.rows_by_name[name]
+        if row.gpus != gpus:
+            row.gpus = gpus
+            self.refresh_host(name)
 
     def set_health(self, name: str, health: str) -> None:
         self.rows_by_name[name].health = health

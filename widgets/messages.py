@@ -19,6 +19,7 @@ from console.hosts.events import (
     SnapshotProgress,
 )
 from console.package.snapshot import SnapshotReport
+from console.watch.gpu_reader import GpuReading
 
 
 class HostStateUpdated(Message):
@@ -37,6 +38,14 @@ class HealthUpdated(Message):
     def __init__(self, event: HealthChecked) -> None:
         super().__init__()
         self.event = event
+
+
+class GpusUpdated(Message):
+    """A host's GPUs were read (or could not be: the reading says why)."""
+
+    def __init__(self, reading: GpuReading) -> None:
+        super().__init__()
+        self.reading = reading
 
 
 class CrashReceived(Message):

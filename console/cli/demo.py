@@ -25,9 +25,11 @@ from console.cli.tui import add_follow_option, run_tui
 from console.local.settings import STATE_DIR_ENV
 
 MAX_HOSTS = 256
+"""console/sim/fleet.py's MAX_HOSTS (the simulator is only imported when the demo runs)."""
 DEMO_CUBLAS_AFTER_S = 120.0
 """How long the demo's `max_running=256` runs after ready before cuBLAS fails (late crash)."""
-"""console/sim/fleet.py's MAX_HOSTS (the simulator is only imported when the demo runs)."""
+DEMO_GPUS = 8
+"""GPUs each demo host's nvidia-smi lists (as the reference H100 answers; mi355 has none)."""
 
 if TYPE_CHECKING:
     from console.sim.sglang import Timing
@@ -76,7 +78,7 @@ async def serve_demo(
 ) -> int:
     from console.sim.fleet import SimFleet
 
-    fleet = SimFleet(directory, hosts=hosts, timing=timing, versions=versions)
+    fleet = SimFleet(directory, hosts=hosts, timing=timing, versions=versions, gpus=DEMO_GPUS)
     await fleet.start()
     out.print(f"simulated fleet of {hosts} host(s) running; profiles in {fleet.profiles_dir}")
     for name, host in fleet.hosts.items():
@@ -127,7 +129,9 @@ def run_demo(args: argparse.Namespace) -> int:
     try:
         with demo_state(directory):
             sim = ThreadedSimFleet(
-                SimFleet(directory, hosts=args.hosts, timing=timing, versions=versions)
+                SimFleet(
+                    directory, hosts=args.hosts, timing=timing, versions=versions, gpus=DEMO_GPUS
+                )
             )
             profiles = sim.start()
             try:

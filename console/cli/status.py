@@ -24,6 +24,8 @@ from console.tuning import history
 from console.tuning.history import HistoryError
 from console.tuning.left_on import LeftOn, read_left_on
 from console.tuning.probation import Probation, probation_of
+from console.watch.gpu_reader import GpuReading, read_gpus
+from console.watch.gpus import compact, gpus_of, summary
 from console.watch.health import probe_health
 from console.watch.server_metrics import MetricsUnavailable
 from console.watch.sources import from_server
@@ -56,6 +58,8 @@ class HostReport:
     """The kept change on probation, from the host's history (None: none)."""
     kv_cache: dict[str, float] | None = None
     """KV-cache use from the server's /metrics (None: no page, or nothing on it)."""
+    gpus: GpuReading | None = None
+    """The host's GPUs (None: not asked, the profile's `[gpu] enabled = false`)."""
 
 
 async def _kv_cache(session: HostSession, profile: Profile) -> dict[str, float] | None:
@@ -74,6 +78,15 @@ async def _kv_cache(session: HostSession, profile: Profile) -> dict[str, float] 
     return kept or None
 
 
+async def _gpus(session: HostSession, profile: Profile) -> GpuReading | None:
+    if not profile.gpu.enabled:
+        return None
+    try:
+        return await read_gpus(session, profile.gpu, time.time())
+    except RemoteError as exc:  # a timeout, or the link went: said, not fatal
+        return GpuReading(profile.name, time.time(), problem=str(exc))
+
+
 async def _status_one(profile: Profile) -> HostReport:
     session = new_session(profile)
     session.start()
@@ -81,10 +94,11 @@ async def _status_one(profile: Profile) -> HostReport:
         state = await session.wait_settled(profile.ssh.connect_timeout_s + 5)
         if state.state is not ConnState.CONNECTED:
             return HostReport(state)
-        status_read, health, numbers = await asyncio.gather(
+        status_read, health, numbers, gpus = await asyncio.gather(
             read_status(session, with_version=True),
             probe_health(session),
             _kv_cache(session, profile),
+            _gpus(session, profile),
             return_exceptions=True,
         )
         word = health if isinstance(health, str) else None
@@ -97,6 +111,7 @@ async def _status_one(profile: Profile) -> HostReport:
             raise status_read
         report = HostReport(state, status_read, health=word)
         report.kv_cache = numbers if isinstance(numbers, dict) else None
+        report.gpus = gpus if isinstance(gpus, GpuReading) else None
         report.left = await read_left_on(session, status_read.flags)
         try:
             report.unwritable = await state_refused(session)
@@ -147,6 +162,8 @@ def _status_record(profile: Profile, report: HostReport) -> dict[str, Any]:
         )
     if report.kv_cache is not None:
         record["kv_cache"] = report.kv_cache
+    if report.gpus is not None:
+        record.update(report.gpus.record())
     if left is not None:
         record["left_on"] = left.record()
     if probation is not None:
@@ -209,6 +226,8 @@ async def cmd_status(args: argparse.Namespace) -> int:
                 state += f"\nSGLang {r['sglang_version']}"
             if "token_usage" in r.get("kv_cache", {}):
                 state += f"\nKV cache {r['kv_cache']['token_usage']:.0%} used"
+            if r.get("gpus"):
+                state += f"\nGPU {compact(gpus_of(r))}"
             health = r["health"] or "-"
             table.add_row(r["host"], conn, health, state, flags or "-")
         out.print(table)
@@ -218,6 +237,10 @@ async def cmd_status(args: argparse.Namespace) -> int:
                 out.print(f"{r['host']}: {detail}", markup=False, soft_wrap=True)
             if offered and offered not in detail:
                 out.print(f"{r['host']}: the host offers {offered}", markup=False, soft_wrap=True)
+            if r.get("gpus"):
+                out.print(f"{r['host']}: {summary(gpus_of(r))}", markup=False, soft_wrap=True)
+            elif r.get("gpu_problem"):
+                out.print(f"{r['host']}: {r['gpu_problem']}", markup=False, soft_wrap=True)
             if r["connection"] == UNUSABLE:
                 out.print(f"{r['host']}: not tried: {r['error']}", markup=False, soft_wrap=True)
         for profile, report in zip(profiles, results, strict=True):

@@ -13,6 +13,7 @@ what the host logged while idle.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import random
@@ -44,6 +45,7 @@ from console.transport.ssh import (
     HostState,
     RemoteError,
 )
+from console.watch.gpu_reader import GpuReading, poll_gpus
 from console.watch.health import UNREACHABLE, probe_health
 from console.watch.journal import JournalFollower
 from console.watch.monitor import HostMonitor
@@ -146,6 +148,12 @@ class Fleet:
         self._on_screen: frozenset[str] = frozenset()
         self._health_wake: dict[str, asyncio.Event] = {}
         """Per host: set when its row comes on screen, so its `/health` is read at once."""
+        self._gpu_wake: dict[str, asyncio.Event] = {}
+        """Per host: set when its row comes on screen, so its GPUs are read at once."""
+        self.gpus: dict[str, GpuReading] = {}
+        """Each host's newest GPU reading (hosts with `[gpu] enabled = false` have none)."""
+        self.on_gpus: Callable[[GpuReading], None] | None = None
+        """Told each GPU reading as it comes (the TUI's GPU column and host detail)."""
         self.pressure: Callable[[], bool] | None = None
         """True while a consumer is behind: followers stop reading (SSH flow control then
         holds the lines on the host, in its journal) until it is False again. Nothing is
@@ -200,6 +208,32 @@ class Fleet:
                 self.followers[name] = follower
                 self._tasks.append(asyncio.create_task(follower.run(), name=f"journal:{name}"))
         self._start_number_polls()
+        self._start_gpu_polls()
+
+    def _start_gpu_polls(self) -> None:
+        for name, session in self.sessions.items():
+            if not session.profile.gpu.enabled:
+                continue
+            wake = self._gpu_wake[name] = asyncio.Event()
+            poll = poll_gpus(
+                session,
+                self._gpus_read,
+                clock=self.clock,
+                shown=functools.partial(self._shown, name),
+                wake=wake,
+            )
+            self._tasks.append(asyncio.create_task(poll, name=f"gpus:{name}"))
+
+    def _shown(self, name: str) -> bool:
+        """On screen (or no screen at all: every host counts as shown)."""
+        return self.watched is None or self.watched(name)
+
+    def _gpus_read(self, reading: GpuReading) -> None:
+        self.gpus[reading.host] = reading
+        if reading.problem is not None:
+            log.info("%s: %s", reading.host, reading.problem)
+        if self.on_gpus is not None:
+            self.on_gpus(reading)
 
     def _start_number_polls(self) -> None:
         if self.server_metrics_s <= 0:
@@ -308,7 +342,7 @@ class Fleet:
             await session.wait_connected()
             wake.clear()
             wait = self.health_s
-            if self.watched is None or self.watched(name):
+            if self._shown(name):
                 health = await probe_health(session, timeout=min(3.0, self.health_s))
                 if self._idle(name):
                     continue  # closed on demand during the probe: no answer to report
@@ -349,8 +383,9 @@ class Fleet:
         it was not asked while they were off screen); on-demand mode opens them."""
         shown = frozenset(hosts)
         for name in shown - self._on_screen:
-            if (wake := self._health_wake.get(name)) is not None:
-                wake.set()
+            for wakes in (self._health_wake, self._gpu_wake):
+                if (wake := wakes.get(name)) is not None:
+                    wake.set()
         self._on_screen = shown
         if self.demand is not None:
             self.demand.holders(SCREEN, hosts)

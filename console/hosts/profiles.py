@@ -273,6 +273,36 @@ class ArtifactsConfig(_Strict):
         return value
 
 
+_PROGRAM = re.compile(r"[A-Za-z0-9_./+:=@-]+")
+
+
+class GpuConfig(_Strict):
+    """How the host's GPUs are read (`nvidia-smi --query-gpu`), and how often."""
+
+    command: tuple[str, ...] = ("nvidia-smi",)
+    """The program that answers nvidia-smi's query, as its argv; the query's arguments follow
+    it. Inside a container: `["docker", "exec", "sglang", "nvidia-smi"]`."""
+    interval_s: float = Field(default=10.0, ge=1, le=3600)
+    """Seconds between two reads, for the hosts on screen (the TUI and `watch`)."""
+    enabled: Annotated[bool, Field(strict=True)] = True
+    """false: specops never runs the command (a host without NVIDIA GPUs)."""
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError('must name a program, like ["nvidia-smi"]')
+        for word in value:
+            if not _PROGRAM.fullmatch(word):
+                raise ValueError(
+                    f"{word!r}: each word is letters, digits and _ . / + : = @ - (no spaces, "
+                    "quotes or shell characters: the words are sent as one argv)"
+                )
+        if value[0].startswith("-"):
+            raise ValueError(f"{value[0]!r}: the first word is the program, not an option")
+        return value
+
+
 class Profile(_Strict):
     name: str
     ssh: SSHConfig
@@ -281,6 +311,7 @@ class Profile(_Strict):
     flags: dict[str, FlagSpec] = {}
     artifacts: ArtifactsConfig = ArtifactsConfig()
     metrics: tuple[MetricPattern, ...] = ()
+    gpu: GpuConfig = GpuConfig()
     groups: tuple[str, ...] = ()
     """Fleet groups the host is in (from an Ansible inventory: its groups, shallowest first)."""
 

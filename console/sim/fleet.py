@@ -24,6 +24,11 @@ from console.sim.sglang import Timing
 MAX_HOSTS = 256
 """Enough for the 200-host benchmark (bench/hundreds.py)."""
 
+REFERENCE_GPU = "NVIDIA H100 80GB HBM3"
+"""The card the simulated nvidia-smi answers as (console/sim/gpus.py; tests/fixtures/gpu)."""
+WITHOUT_NVIDIA_SMI = frozenset({"mi355"})
+"""Demo hosts whose GPUs are not NVIDIA's: no nvidia-smi (`no GPU tool`)."""
+
 HOST_NAMES = ("b300", "pro6000", "h200", "gb200", "mi355", "l40s", "a100", "rtx6000")
 
 DEMO_COMMENT = (
@@ -159,6 +164,7 @@ class SimFleet:
         keepalive_s: float = 5.0,
         soak_s: float | None = None,
         versions: Sequence[str] = (),
+        gpus: int = 0,
     ) -> None:
         if not 1 <= hosts <= MAX_HOSTS:
             raise ValueError(f"a simulated fleet has 1 to {MAX_HOSTS} hosts")
@@ -175,6 +181,10 @@ class SimFleet:
         self.hosts: dict[str, SimHost] = {}
         self.versions = tuple(versions)
         """The SGLang releases the hosts run, in turn (empty: the simulator's default)."""
+        self.gpus = gpus
+        """GPUs each host's nvidia-smi lists (0: none, no nvidia-smi). They answer as the
+        reference H100 does, the one card whose output we captured, whatever the host's
+        name; `mi355` (an AMD host) never has nvidia-smi."""
 
     def version_of(self, index: int) -> str | None:
         """The release of the `index`-th host."""
@@ -204,6 +214,8 @@ class SimFleet:
                 timing=self.timing,
                 sglang_version=self.version_of(index),
             )
+            if name not in WITHOUT_NVIDIA_SMI:
+                host.gpus = [REFERENCE_GPU] * self.gpus
             await host.start()
             self.hosts[name] = host
             if name not in self.untrusted:

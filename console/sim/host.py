@@ -27,6 +27,7 @@ import asyncssh
 from console.package.manifest import format_line
 from console.sim import journal as jq
 from console.sim import load, releases
+from console.sim.gpus import Phase, UnknownField, answer
 from console.sim.http import serve_http
 from console.sim.journal import SimJournal
 from console.sim.sglang import Timing, help_text, seed_bench_files
@@ -575,17 +576,21 @@ async def _sglang_version(
 async def _nvidia_smi(
     host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[str]
 ) -> int:
-    """The name query only (`--query-gpu=name --format=csv,noheader`), answered as the
-    reference H100's driver 580 does: one name a line. Other fields are refused as the real
-    tool refuses a field it does not know."""
+    """`--query-gpu=… --format=…` as the reference H100's driver 580 answers it
+    (console/sim/gpus.py); a field it does not know is refused as the real tool refuses it."""
     if not host.gpus:
         process.stderr.write("sh: 1: nvidia-smi: not found\n")
         return 127
     query = next((a.partition("=")[2] for a in argv if a.startswith("--query-gpu=")), "")
-    if query not in ("name", "gpu_name"):
-        process.stdout.write(f'Field "{query}" is not a valid field to query.\n\n')
+    fmt = next((a.partition("=")[2] for a in argv if a.startswith("--format=")), "")
+    server = host.unit.server
+    phase: Phase = "idle" if server is None else "serving" if server.ready else "loading"
+    try:
+        text = answer(host.gpus, query.split(","), fmt, phase, server.kv_share if server else 0.0)
+    except UnknownField as exc:
+        process.stdout.write(f'Field "{exc}" is not a valid field to query.\n\n')
         return 2
-    process.stdout.write("".join(f"{name}\n" for name in host.gpus))
+    process.stdout.write(text)
     return 0
 
 

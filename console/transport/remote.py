@@ -56,6 +56,8 @@ class Command:
     argv: tuple[str, ...]
     privileged: bool = False
     stdin: str | None = None
+    audited: bool = True
+    """False: not written to the audit log (a read run every few seconds, like the GPUs')."""
 
     def shell(self, sudo: bool) -> str:
         """The exact string sent over SSH (the remote login shell parses it)."""
@@ -306,6 +308,15 @@ def sglang_version(interpreter: str) -> Command:
 def gpu_names() -> Command:
     """`nvidia-smi --query-gpu=name --format=csv,noheader`: one GPU's name a line."""
     return Command(("nvidia-smi", "--query-gpu=name", "--format=csv,noheader"))
+
+
+def gpu_query(program: Sequence[str], arguments: Sequence[str]) -> Command:
+    """The profile's GPU program (`nvidia-smi`, or `docker exec C nvidia-smi`) with the
+    query's arguments after it: one argv."""
+    if not program or program[0].startswith("-"):
+        raise UnsafeArgument(f"GPU program {list(program)!r} does not start with a program")
+    argv = tuple(_clean(a, "GPU program argument") for a in (*program, *arguments))
+    return Command(argv, audited=False)
 
 
 # --- the operator's own benchmark command ----------------------------------------------

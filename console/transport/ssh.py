@@ -543,6 +543,11 @@ class HostSession:
         except TimeoutError:
             shell = command.shell(self.profile.ssh.sudo)
             raise Disconnected(self.name, f"`{shell}`: no channel within {timeout}s") from None
+
+        def audit(returncode: int | None) -> None:
+            if command.audited:  # a poll every few seconds (the GPUs) is no audit entry
+                self._audit(shell, returncode, started)
+
         try:
             if command.stdin is not None:
                 proc.stdin.write(command.stdin)
@@ -552,12 +557,12 @@ class HostSession:
         except TimeoutError:
             proc.kill()
             proc.close()
-            self._audit(shell, None, started)
+            audit(None)
             raise RemoteError(self.name, f"`{shell}` timed out after {timeout}s") from None
         except (OSError, asyncssh.Error) as exc:
-            self._audit(shell, None, started)
+            audit(None)
             raise Disconnected(self.name, f"`{shell}`: {_describe(exc)}") from exc
-        self._audit(shell, completed.returncode, started)
+        audit(completed.returncode)
         if completed.returncode is None:
             # asyncssh returns normally with no exit status when the link drops mid-command.
             raise Disconnected(self.name, f"connection lost while running `{shell}`")

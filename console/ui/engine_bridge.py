@@ -27,9 +27,11 @@ from console.hosts.events import (
     ServiceStatus,
 )
 from console.ui.shell import Shell
+from console.watch.gpu_reader import GpuReading
 from widgets.journal_view import JournalView
 from widgets.messages import (
     CrashReceived,
+    GpusUpdated,
     HealthUpdated,
     HostStateUpdated,
     RunChanged,
@@ -74,8 +76,12 @@ class EngineBridge(Shell):
         self.fleet.pressure = lambda: self.inbox_records > MAX_INBOX_RECORDS
         # Input comes first: while a key is being answered the engine sleeps (see on_event).
         self.fleet.checkpoint = self.engine.checkpoint
+        self.fleet.on_gpus = self._gpus_read
         self.engine.start()
         self.engine.call(self.fleet.start)
+
+    def _gpus_read(self, reading: GpuReading) -> None:  # on the engine's thread
+        self.post_message(GpusUpdated(reading))
 
     async def _stop_engine(self) -> None:
         """Quitting never hangs: what the fleet has not stopped within STOP_WAIT_S is

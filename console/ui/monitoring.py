@@ -8,17 +8,27 @@ timer (the numbers at most four times a second, the stats windows once a second)
 from __future__ import annotations
 
 import time
+from collections import deque
 
 from textual import on
 
 from console.fleet.filter import UNOPENED
 from console.hosts.events import InvocationChanged
 from console.ui.shell import Shell
+from console.watch.gpu_reader import GpuReading
 from widgets.accept_chart import POINTS as CHART_POINTS
 from widgets.accept_chart import AcceptChart
+from widgets.gpu_view import HISTORY as GPU_HISTORY
+from widgets.gpu_view import GpuScreen
 from widgets.host_table import HostTable
 from widgets.journal_view import JournalView
-from widgets.messages import HealthUpdated, HostStateUpdated, RunChanged, ServiceStatusUpdated
+from widgets.messages import (
+    GpusUpdated,
+    HealthUpdated,
+    HostStateUpdated,
+    RunChanged,
+    ServiceStatusUpdated,
+)
 from widgets.stats_panel import StatsPanel
 
 STATS_INTERVAL_S = 1.0
@@ -41,6 +51,9 @@ class Monitoring(Shell):
     _journal_numbers_at: dict[str, float]
     """When each host's journal last gave numbers (monotonic); /metrics or Prometheus
     numbers fill the table only when the journal has given none for a while."""
+
+    _gpu_readings: dict[str, deque[GpuReading]]
+    """Each host's newest GPU readings (the `u` screen's history)."""
 
     @on(HostStateUpdated)
     def _host_state(self, message: HostStateUpdated) -> None:
@@ -109,6 +122,24 @@ class Monitoring(Shell):
     def _health(self, message: HealthUpdated) -> None:
         if table := self.main(HostTable):
             table.set_health(message.event.host, message.event.health)
+
+    @on(GpusUpdated)
+    def _gpus(self, message: GpusUpdated) -> None:
+        reading = message.reading
+        kept = self._gpu_readings.setdefault(reading.host, deque(maxlen=GPU_HISTORY))
+        kept.append(reading)
+        if table := self.main(HostTable):
+            table.set_gpus(reading.host, reading.gpus)
+        screen = self.screen_stack[-1] if self.screen_stack else None  # none: quitting
+        if isinstance(screen, GpuScreen) and screen.host == reading.host:
+            screen.update_readings(kept)
+
+    def action_show_gpus(self) -> None:
+        """`u`: the selected host's GPUs, each with its memory and utilization history."""
+        host = self.selected_host
+        if host is None or len(self.screen_stack) > 1:
+            return
+        self.push_screen(GpuScreen(host, self._gpu_readings.get(host, ())))
 
     def _draw_freshness(self) -> None:
         """Ages of the newest decode lines and restarts in the window (both change with time

@@ -14,6 +14,8 @@
 - `restarts.py`: restarts of one host's service: how many in the last minutes, and whether it
   crash-loops;
 - `gpus.py`: the GPUs as `nvidia-smi --query-gpu` reports them (memory, power, clock events);
+- `gpu_reader.py`: one read of a host's GPUs through its session, and the poll of the hosts on
+  screen (`no GPU tool` said once);
 - `xid.py`: the driver's Xid errors from the kernel log, with what each code means;
 - `unit_starts.py`: systemd's records of the unit's starts before the console looked;
 - `server_metrics.py`: SGLang's own numbers, read from its `/metrics` page through the host's

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,4 +173,92 @@ def parse_gpus(text: str) -> list[GpuState]:
                 ecc_uncorrected=None if ecc is None else int(ecc),
             )
         )
+    return found
+
+
+def _gib(mib: float) -> str:
+    return f"{mib / 1024:.0f}"
+
+
+def fullest(gpus: Sequence[GpuState]) -> GpuState | None:
+    """The GPU with the largest share of its memory used (the one a KV cache fills first)."""
+    known = [g for g in gpus if g.memory_used_mib is not None and g.memory_total_mib]
+    return max(
+        known, key=lambda g: (g.memory_used_mib or 0) / (g.memory_total_mib or 1), default=None
+    )
+
+
+def mean_util(gpus: Sequence[GpuState]) -> float | None:
+    values = [g.util_pct for g in gpus if g.util_pct is not None]
+    return sum(values) / len(values) if values else None
+
+
+def slowed_on(gpus: Sequence[GpuState]) -> dict[str, list[int]]:
+    """Each active slow-down reason with the GPUs it holds: {"sw_power_cap": [0, 3]}."""
+    found: dict[str, list[int]] = {}
+    for gpu in gpus:
+        for reason in gpu.slowed:
+            found.setdefault(reason, []).append(gpu.index)
+    return found
+
+
+def _which(indexes: list[int], count: int) -> str:
+    """`all` of them, or runs of GPU indexes: `0-3, 6`."""
+    if len(indexes) == count > 1:
+        return "all"
+    runs: list[list[int]] = []
+    for index in sorted(indexes):
+        if runs and index == runs[-1][-1] + 1:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+
+
+def compact(gpus: Sequence[GpuState]) -> str:
+    """The fleet table's cell: `20/80G 97%↓` — memory of the fullest GPU, the mean
+    utilization, `↓` when any GPU's clocks are held down (power cap, thermal slowdown)."""
+    if not gpus:
+        return ""
+    parts = []
+    top = fullest(gpus)
+    if top is not None:
+        parts.append(f"{_gib(top.memory_used_mib or 0)}/{_gib(top.memory_total_mib or 0)}G")
+    util = mean_util(gpus)
+    if util is not None:
+        parts.append(f"{util:.0f}%")
+    return " ".join(parts) + ("↓" if slowed_on(gpus) else "")
+
+
+def summary(gpus: Sequence[GpuState]) -> str:
+    """One line for `status`: `8 GPUs, fullest 20/80 GiB, util 97%; sw_power_cap on 0, 3`."""
+    if not gpus:
+        return "no GPUs"
+    parts = [f"{len(gpus)} GPU" + ("s" if len(gpus) > 1 else "")]
+    top = fullest(gpus)
+    if top is not None:
+        used, total = _gib(top.memory_used_mib or 0), _gib(top.memory_total_mib or 0)
+        parts.append(f"{'fullest ' if len(gpus) > 1 else ''}{used}/{total} GiB")
+    util = mean_util(gpus)
+    if util is not None:
+        parts.append(f"util {util:.0f}%")
+    text = ", ".join(parts)
+    reasons = slowed_on(gpus)
+    if reasons:
+        text += "; " + "; ".join(
+            f"{name} on {_which(idx, len(gpus))}" for name, idx in reasons.items()
+        )
+    ecc = sum(g.ecc_uncorrected or 0 for g in gpus)
+    if ecc:
+        text += f"; {ecc} uncorrected ECC errors"
+    return text
+
+
+def gpus_of(record: Mapping[str, Any]) -> list[GpuState]:
+    """The GPUs of a `status --json` record (its `gpus`), as states again."""
+    found = []
+    for gpu in record.get("gpus") or ():
+        fields = {k: v for k, v in gpu.items() if k in GpuState.__dataclass_fields__}
+        fields["clock_events"] = tuple(fields.get("clock_events") or ())
+        found.append(GpuState(uuid=gpu.get("uuid", ""), **fields))
     return found

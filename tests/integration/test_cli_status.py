@@ -35,9 +35,20 @@ def test_status_reports_health_and_spells_switches_on_off(
         server = hosts["pro6000"].unit.server
         assert server is not None
         server.unhealthy = True
+        hosts["b300"].gpus = ["NVIDIA H100 80GB HBM3"] * 8  # pro6000 has no nvidia-smi
         profiles = str(sim.fleet.profiles_dir)
         assert main(["status", "--json", "--profiles", profiles]) == 0
         records = {r["host"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+        gpus = records["b300"]["gpus"]  # issue 33: nvidia-smi's query, read by its header
+        assert [g["index"] for g in gpus] == list(range(8))
+        assert gpus[0]["name"] == "NVIDIA H100 80GB HBM3" and gpus[0]["memory_total_mib"] == 81559
+        assert gpus[0]["util_pct"] == 100 and gpus[0]["clock_events"] == ["sw_power_cap"]
+        assert "gpu_problem" not in records["b300"]
+        assert records["pro6000"]["gpus"] == []
+        assert records["pro6000"]["gpu_problem"].startswith("no GPU tool")
+        audit = (Path.home() / ".local" / "state" / "specops" / "audit.jsonl").read_text()
+        assert "systemctl" in audit and "nvidia-smi" not in audit  # a read, not an action
+        assert any("nvidia-smi" in c for c in hosts["b300"].commands)
         assert records["b300"]["health"] == "ok"
         assert records["pro6000"]["health"] == "503"
         assert records["pro6000"]["sub_state"] == "running"
@@ -47,6 +58,8 @@ def test_status_reports_health_and_spells_switches_on_off(
         shown = capsys.readouterr().out
         assert "cuda_graph=on" in shown and "True" not in shown
         assert "% used" in shown  # KV cache 42% used
+        assert "b300: 8 GPUs, fullest " in shown and "sw_power_cap on all" in shown
+        assert "pro6000: no GPU tool" in shown
         assert "503" in shown
         assert main(["flags", "b300", "--profiles", profiles]) == 0
         table = capsys.readouterr().out

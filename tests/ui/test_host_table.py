@@ -70,13 +70,14 @@ async def test_a_click_selects_the_host_under_the_pointer() -> None:
 
 async def test_new_numbers_redraw_the_row_and_widen_its_column() -> None:
     app = TableApp()
-    async with app.run_test(size=(120, 12)) as pilot:
+    async with app.run_test(size=(130, 12)) as pilot:
         table = app.query_one(HostTable)
         before = screen_lines(app)[2]
-        assert before.split()[-5:] == ["-", "-", "-", "-", "-"]
+        assert before.split()[-6:] == ["-", "-", "-", "-", "-", "-"]
         table.set_metrics("gpu02", 4.8, 1650.0, graph=True)
         await pilot.pause()
-        assert screen_lines(app)[2].split()[-6:-1] == ["4.80", "1650", "-", "-", "-"]  # + release
+        # then gpu, age, restarts, alerts, release
+        assert screen_lines(app)[2].split()[-7:-4] == ["4.80", "1650", "-"]
         table.set_metrics("gpu02", 4.8, 123456789.0)  # wider than the `tok/s` header
         await pilot.pause()
         lines = screen_lines(app)
@@ -87,7 +88,7 @@ async def test_new_numbers_redraw_the_row_and_widen_its_column() -> None:
 
 async def test_each_row_names_the_hosts_sglang_release() -> None:
     app = TableApp()
-    async with app.run_test(size=(124, 12)) as pilot:  # every column beside the scrollbar
+    async with app.run_test(size=(130, 12)) as pilot:  # every column beside the scrollbar
         table = app.query_one(HostTable)
         table.set_status(
             ServiceStatus(host="gpu01", active_state="active", sglang_version="0.5.23")

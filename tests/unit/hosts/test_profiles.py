@@ -208,3 +208,23 @@ def test_probation_defaults_and_bad_values_are_named(tmp_path: Path) -> None:
             load_profile(path)
         text = str(err.value)
         assert str(path) in text and field in text and value in text, text
+
+
+def test_the_gpu_section_names_a_program_and_refuses_shell_text_by_name(tmp_path: Path) -> None:
+    gpu = load_profile(write(tmp_path, MINIMAL)).gpu
+    assert (gpu.command, gpu.interval_s, gpu.enabled) == (("nvidia-smi",), 10.0, True)
+    inside = '[gpu]\ncommand = ["docker", "exec", "sglang", "nvidia-smi"]\ninterval_s = 30\n'
+    gpu = load_profile(write(tmp_path, MINIMAL + inside)).gpu
+    assert gpu.command == ("docker", "exec", "sglang", "nvidia-smi") and gpu.interval_s == 30
+    for snippet, field, value in [
+        ('command = ["nvidia-smi; reboot"]', "gpu.command", "nvidia-smi; reboot"),
+        ('command = ["--query-gpu=name"]', "gpu.command", "--query-gpu=name"),
+        ("command = []", "gpu.command", "must name a program"),
+        ("interval_s = 0.1", "gpu.interval_s", "0.1"),
+        ('enabled = "no"', "gpu.enabled", "no"),
+    ]:
+        path = write(tmp_path, MINIMAL + f"[gpu]\n{snippet}\n")
+        with pytest.raises(ProfileError) as err:
+            load_profile(path)
+        text = str(err.value)
+        assert str(path) in text and field in text and value in text, text

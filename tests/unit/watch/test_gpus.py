@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from console.watch.gpus import QUERY, GpuQueryError, clock_events, parse_gpus
+from console.watch.gpus import (
+    QUERY,
+    GpuQueryError,
+    GpuState,
+    clock_events,
+    compact,
+    gpus_of,
+    parse_gpus,
+    summary,
+)
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "gpu"
 
@@ -93,3 +102,32 @@ def test_the_real_xid_31_line_and_one_without_a_pid() -> None:
     bus = parse_xid("[ 9.1] NVRM: Xid (PCI:0000:1b:00): 79, GPU has fallen off the bus.")
     assert bus is not None and bus.pid is None and bus.process is None and bus.hardware
     assert bus.text().startswith("Xid 79 on PCI 0000:1b:00: the GPU has fallen off the bus")
+
+
+def _loaded(index: int, used: float, util: float, events: tuple[str, ...] = ()) -> GpuState:
+    return GpuState(
+        index, "NVIDIA H100 80GB HBM3", f"GPU-{index}", used, 81559, util, clock_events=events
+    )
+
+
+def test_the_fleet_cell_and_status_line_name_the_fullest_gpu_and_any_slowdown() -> None:
+    gpus = [_loaded(0, 20049, 100, ("sw_power_cap",)), _loaded(1, 72000, 90), _loaded(2, 0, 80)]
+    assert compact(gpus) == "70/80G 90%↓"
+    assert summary(gpus) == "3 GPUs, fullest 70/80 GiB, util 90%; sw_power_cap on 0"
+    assert compact([_loaded(0, 0, 0, ("gpu_idle",))]) == "0/80G 0%"  # idle is no slowdown
+    assert summary([_loaded(0, 0, 0)]) == "1 GPU, 0/80 GiB, util 0%"
+    assert compact([]) == "" and summary([]) == "no GPUs"
+    capped = [
+        _loaded(i, 100, 100, ("sw_power_cap",) if i in (0, 1, 2, 3, 6) else ()) for i in range(8)
+    ]
+    assert summary(capped).endswith("sw_power_cap on 0-3, 6")
+    assert summary([_loaded(i, 1, 1, ("hw_slowdown",)) for i in range(4)]).endswith("on all")
+    ecc = GpuState(0, "x", "u", ecc_uncorrected=2)
+    assert summary([ecc]) == "1 GPU; 2 uncorrected ECC errors"  # no memory, no util: not invented
+
+
+def test_a_status_record_reads_back_as_the_same_gpus() -> None:
+    (gpu,) = parse_gpus((FIXTURES / "h100-driver-580.159.04-idle.csv").read_text())
+    (again,) = gpus_of({"gpus": [gpu.record()]})
+    assert again.record() == gpu.record()
+    assert gpus_of({}) == []

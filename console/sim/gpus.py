@@ -1,0 +1,104 @@
+"""A simulated host's `nvidia-smi --query-gpu=… --format=csv[,noheader][,nounits]`.
+
+Shaped on the real H100's answers (driver 580.159.04, tests/fixtures/gpu): the header names
+each field as the driver does (`clocks.sm` asked comes back `clocks.current.sm [MHz]`,
+`clocks_throttle_reasons.active` as `clocks_event_reasons.active`), units in the header and,
+without `nounits`, in each cell. The readings follow the server: no process, the card idles
+(0 MiB, 0 %, 75 W, `0x…01` gpu_idle); loading, the weights are in memory; serving, the KV cache
+pool holds most of it, at 100 % and at the power limit (`0x…04` sw_power_cap), as the real
+card under load read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Phase = Literal["idle", "loading", "serving"]
+
+
+@dataclass(frozen=True)
+class Card:
+    memory_mib: int
+    power_limit_w: float
+
+
+CARDS = {
+    "NVIDIA H100 80GB HBM3": Card(81559, 700.0),  # the reference card's own readings
+    "NVIDIA H200": Card(143771, 700.0),
+}
+DEFAULT_CARD = CARDS["NVIDIA H100 80GB HBM3"]
+
+_HEADERS = {
+    "gpu_name": "name",
+    "gpu_uuid": "uuid",
+    "clocks.sm": "clocks.current.sm",
+    "clocks_throttle_reasons.active": "clocks_event_reasons.active",
+}
+_UNITS = {
+    "memory.used": "MiB",
+    "memory.total": "MiB",
+    "memory.free": "MiB",
+    "utilization.gpu": "%",
+    "utilization.memory": "%",
+    "power.draw": "W",
+    "power.limit": "W",
+    "clocks.current.sm": "MHz",
+    "clocks.current.memory": "MHz",
+}
+
+
+class UnknownField(ValueError):
+    """A field the real tool refuses (`Field "x" is not a valid field to query.`)."""
+
+
+def _reading(name: str, index: int, phase: Phase, kv_share: float) -> dict[str, str]:
+    card = CARDS.get(name, DEFAULT_CARD)
+    weights = int(card.memory_mib * 0.25)
+    used = {
+        "idle": 0,
+        "loading": weights,
+        "serving": weights + int(card.memory_mib * 0.63 * max(0.2, kv_share)),
+    }[phase]
+    busy = phase == "serving"
+    return {
+        "index": str(index),
+        "name": name,
+        "uuid": f"GPU-8773e22d-9771-f93a-b202-{index:012x}",
+        "pci.bus_id": f"00000000:{6 + index:02X}:00.0",
+        "driver_version": "580.159.04",
+        "memory.total": str(card.memory_mib),
+        "memory.used": str(used),
+        "memory.free": str(card.memory_mib - used - 480),
+        "utilization.gpu": "100" if busy else "0",
+        "utilization.memory": "33" if busy else "0",
+        "temperature.gpu": "51" if busy else "34",
+        "power.draw": f"{card.power_limit_w * 0.983:.2f}" if busy else "74.87",
+        "power.limit": f"{card.power_limit_w:.2f}",
+        "clocks.current.sm": "1410" if busy else "345",
+        "clocks.current.memory": "2619",
+        "ecc.errors.uncorrected.volatile.total": "0",
+        "pstate": "P0",
+        "clocks_event_reasons.active": f"0x{4 if busy else 1:016x}",
+    }
+
+
+def answer(names: list[str], fields: list[str], fmt: str, phase: Phase, kv_share: float) -> str:
+    """The tool's stdout for `--query-gpu=FIELDS --format=FMT` on GPUs `names`."""
+    options = set(fmt.split(","))
+    headers = [_HEADERS.get(f, f) for f in fields]
+    readings = [_reading(n, i, phase, kv_share) for i, n in enumerate(names)]
+    for field, header in zip(fields, headers, strict=True):
+        if header not in readings[0]:
+            raise UnknownField(field)
+    lines = []
+    if "noheader" not in options:
+        lines.append(", ".join(f"{h} [{_UNITS[h]}]" if h in _UNITS else h for h in headers))
+    for reading in readings:
+        cells = []
+        for header in headers:
+            unit = _UNITS.get(header)
+            value = reading[header]
+            cells.append(f"{value} {unit}" if unit and "nounits" not in options else value)
+        lines.append(", ".join(cells))
+    return "".join(f"{line}\n" for line in lines)

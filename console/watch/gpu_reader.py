@@ -1,0 +1,116 @@
+"""One read of a host's GPUs through its session: the profile's program (`[gpu] command`,
+`nvidia-smi` by default) with the query's arguments, parsed by `gpus.parse_gpus`.
+
+A host without the program (an AMD host, a container without the driver's tools) is not an
+error: the reading says `no GPU tool` and the poller says it once. A driver that does not
+answer (`NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver`) is a
+problem, with the tool's own first line. The read is not written to the audit log: it runs
+every few seconds and changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from console.hosts import clock as clocks
+from console.hosts.clock import Clock
+from console.hosts.profiles import GpuConfig
+from console.transport import remote
+from console.transport.ssh import ConnState, HostSession, RemoteError
+from console.watch.gpus import QUERY, GpuQueryError, GpuState, parse_gpus
+
+READ_TIMEOUT_S = 20.0
+"""nvidia-smi answers in well under a second; one that hangs (a GPU off the bus) must not
+hold the poll."""
+
+NO_TOOL_FACTOR = 30
+"""A host without the program is asked again this many intervals later (5 min by default):
+a driver installed meanwhile is found, and nothing is asked every few seconds in vain."""
+
+NOT_FOUND = 127
+"""The shell's exit status for a program it cannot find (`docker exec` gives the same)."""
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    """What one read found: the GPUs, or why there are none."""
+
+    host: str
+    time: float
+    gpus: tuple[GpuState, ...] = ()
+    problem: str | None = None
+    """Why there are no numbers (`no GPU tool: nvidia-smi: not found`, the driver's answer)."""
+    no_tool: bool = field(default=False)
+    """The program is not there: asking again every poll will not change that."""
+
+    def record(self) -> dict[str, Any]:
+        """`status --json`'s `gpus` (and `gpu_problem` when there is one)."""
+        found: dict[str, Any] = {"gpus": [g.record() for g in self.gpus]}
+        if self.problem is not None:
+            found["gpu_problem"] = self.problem
+        return found
+
+
+def _first_line(*texts: str) -> str:
+    for text in texts:
+        for line in text.splitlines():
+            if line.strip():
+                return line.strip()[:200]
+    return ""
+
+
+async def read_gpus(session: HostSession, config: GpuConfig, now: float) -> GpuReading:
+    """The host's GPUs now. Raises what `session.run` raises for a link that went."""
+    program = shlex.join(config.command)
+    command = remote.gpu_query(config.command, QUERY[1:])
+    result = await session.run(command, timeout=READ_TIMEOUT_S, check=False)
+    said = _first_line(result.stderr, result.stdout)
+    if result.returncode == NOT_FOUND:
+        return GpuReading(
+            session.name, now, problem=f"no GPU tool: {said or program}", no_tool=True
+        )
+    if result.returncode != 0:
+        return GpuReading(
+            session.name, now, problem=f"`{program}` exit {result.returncode}: {said}"
+        )
+    try:
+        gpus = parse_gpus(result.stdout)
+    except GpuQueryError as exc:
+        return GpuReading(session.name, now, problem=f"`{program}`: {exc}")
+    return GpuReading(session.name, now, tuple(gpus))
+
+
+async def poll_gpus(
+    session: HostSession,
+    emit: Callable[[GpuReading], None],
+    *,
+    clock: Clock,
+    shown: Callable[[], bool],
+    wake: asyncio.Event,
+) -> None:
+    """Forever: the host's GPUs every `[gpu] interval_s` while it is connected and on screen
+    (`shown`); `wake` set when its row comes on screen reads at once. Every reading with GPUs
+    is emitted; a problem only when it differs from the last one (said once, not per poll)."""
+    config = session.profile.gpu
+    said: str | None = None
+    while True:
+        await session.wait_connected()
+        wake.clear()
+        wait = config.interval_s
+        if shown():
+            try:
+                reading = await read_gpus(session, config, clock.time())
+            except RemoteError as exc:  # the link went, or the tool hung
+                reading = GpuReading(session.name, clock.time(), problem=str(exc))
+            if session.state.state is not ConnState.CONNECTED:
+                continue  # closed (on demand) or lost during the read: nothing to report
+            if reading.gpus or reading.problem != said:
+                emit(reading)
+            said = reading.problem
+            if reading.no_tool:
+                wait *= NO_TOOL_FACTOR
+        await clocks.wait(clock, wake, wait)

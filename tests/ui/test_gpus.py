@@ -1,0 +1,66 @@
+"""The GPUs in the TUI (issue 33): the fleet table's `gpu` column (fullest memory, mean
+utilization, `↓` when a card is held down), `u` for each GPU with its history, and a host
+without nvidia-smi that says so once instead of failing every poll."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from console.app import SpecopsApp
+from console.fleet.fleet import Fleet
+from console.hosts.profiles import load_fleet
+from console.sim.fleet import REFERENCE_GPU
+from tests.stand_ins import FakeClock
+from tests.ui.support import simulated_fleet, ticking, until
+from tests.ui.test_health import cell
+from widgets.gpu_view import GpuScreen
+from widgets.host_table import HostTable
+
+
+def nvidia_smi_runs(commands: list[str]) -> int:
+    return sum("nvidia-smi" in c for c in commands)
+
+
+async def test_the_gpu_column_the_u_screen_and_a_host_without_the_tool(tmp_path: Path) -> None:
+    clock = FakeClock()
+    async with simulated_fleet(tmp_path, hosts=2, decode_interval_s=0.3) as sim:
+        sim.hosts["b300"].gpus = [REFERENCE_GPU] * 4  # pro6000 has no nvidia-smi
+        app = SpecopsApp(Fleet(load_fleet(sim.profiles_dir), clock=clock))
+        async with app.run_test(size=(160, 48)) as pilot:
+            table = app.query_one(HostTable)
+            b300, pro6000 = table.rows_by_name["b300"], table.rows_by_name["pro6000"]
+            unit = sim.hosts["b300"].unit
+            await until(pilot, lambda: unit.server is not None and unit.server.ready)
+            # Read every `[gpu] interval_s` of the fleet's clock: move it on between looks.
+            await until(
+                pilot, ticking(clock, lambda: b300.gpus and b300.gpus[0].util_pct == 100, 5)
+            )
+            shown = cell(table, "b300", "gpu")
+            assert shown.endswith("/80G 100%↓"), shown  # at its power cap, as the real card
+            assert cell(table, "pro6000", "gpu") == "-"
+
+            await pilot.press("u")
+            await until(pilot, lambda: isinstance(app.screen, GpuScreen))
+            text = str(app.screen.query_one("#gpu-lines").render())
+            assert text.count("H100 80GB HBM3") == 4 and "sw_power_cap" in text
+            title = str(app.screen.query_one("#gpu-title").render())
+            assert "4 GPUs, fullest" in title and "sw_power_cap on all" in title
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, GpuScreen))
+
+            await pilot.press("tab")  # the next host
+            await until(pilot, lambda: app.selected_host == "pro6000")
+            await pilot.press("u")
+            await until(pilot, lambda: isinstance(app.screen, GpuScreen))
+            said = str(app.screen.query_one("#gpu-lines").render())
+            assert said.startswith("no GPU tool") and "nvidia-smi" in said
+            await pilot.press("escape")
+            # Asked once, then only every thirty intervals: not an error per poll.
+            asked = nvidia_smi_runs(sim.hosts["pro6000"].commands)
+            for _ in range(10):
+                clock.advance(10)
+                await pilot.pause(0.05)
+            assert nvidia_smi_runs(sim.hosts["pro6000"].commands) == asked == 1
+            assert nvidia_smi_runs(sim.hosts["b300"].commands) > 1
+            assert pro6000.gpus == ()
+            await pilot.press("q")

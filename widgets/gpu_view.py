@@ -1,0 +1,143 @@
+"""`u`: the selected host's GPUs, one line each: memory and utilization with their history
+over the last readings, temperature, power against its limit, SM clock, what holds the clocks
+down, uncorrected ECC errors. Updated while open, as readings come.
+
+The history bars are absolute (an empty bar is 0 %, a full one 100 %), unlike the accept
+chart's, which scale to their range: a card at 97 % memory must look full, not flat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from console.watch.gpu_reader import GpuReading
+from console.watch.gpus import GpuState, summary
+from widgets.accept_chart import BARS
+from widgets.dialog import Dialog
+
+HISTORY = 30
+"""Readings drawn in each bar (five minutes at the default 10 s)."""
+
+
+def bars(shares: Sequence[float | None]) -> str:
+    """0–1 shares as bars, oldest first; an unknown share is a space."""
+    top = len(BARS) - 1
+    return "".join(" " if s is None else BARS[max(0, min(top, round(s * top)))] for s in shares)
+
+
+def _share(used: float | None, total: float | None) -> float | None:
+    return None if used is None or not total else used / total
+
+
+def _number(value: float | None, fmt: str) -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def _gib(mib: float | None, fmt: str) -> str:
+    return _number(None if mib is None else mib / 1024, fmt)
+
+
+def gpu_lines(readings: Sequence[GpuReading]) -> Text:
+    """The newest reading's GPUs, with each one's history from the readings before it."""
+    newest = readings[-1]
+    if not newest.gpus:
+        return Text(newest.problem or "no GPUs", style="yellow")
+    recent = readings[-HISTORY:]
+    header = ("gpu", "name", "memory", "", "util", "", "temp", "power", "SM", "held by", "ECC")
+    rows: list[tuple[str, ...]] = []
+    for gpu in newest.gpus:
+        past = [_of(r.gpus, gpu.index) for r in recent]
+        memory = [
+            None if g is None else _share(g.memory_used_mib, g.memory_total_mib) for g in past
+        ]
+        util = [None if g is None or g.util_pct is None else g.util_pct / 100 for g in past]
+        used, total = gpu.memory_used_mib, gpu.memory_total_mib
+        rows.append(
+            (
+                str(gpu.index),
+                gpu.name.removeprefix("NVIDIA "),
+                f"{_gib(used, '{:.1f}')}/{_gib(total, '{:.0f}')} GiB",
+                bars(memory),
+                _number(gpu.util_pct, "{:.0f}%"),
+                bars(util),
+                _number(gpu.temp_c, "{:.0f}°C"),
+                f"{_number(gpu.power_w, '{:.0f}')}/{_number(gpu.power_limit_w, '{:.0f}')} W",
+                _number(gpu.sm_clock_mhz, "{:.0f} MHz"),
+                ", ".join(gpu.slowed) or "-",
+                _number(gpu.ecc_uncorrected, "{:d}"),
+            )
+        )
+    widths = [max(len(r[c]) for r in (header, *rows)) for c in range(len(header))]
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)), "bold")
+    for row, gpu in zip(rows, newest.gpus, strict=True):
+        text.append("\n")
+        for c, (cell, width) in enumerate(zip(row, widths, strict=True)):
+            style = (
+                "yellow"
+                if c == 9 and gpu.slowed
+                else "bold red"
+                if c == 10 and gpu.ecc_uncorrected
+                else ""
+            )
+            text.append(cell.ljust(width) + ("  " if c < len(row) - 1 else ""), style)
+    return text
+
+
+def _of(gpus: Sequence[GpuState], index: int) -> GpuState | None:
+    return next((g for g in gpus if g.index == index), None)
+
+
+class GpuScreen(Dialog[None]):
+    DEFAULT_CSS = """
+    GpuScreen { align: center middle; }
+    GpuScreen > Vertical {
+        width: auto; max-width: 100%; height: auto; max-height: 90%;
+        border: round $primary; background: $surface; padding: 0 1;
+    }
+    GpuScreen #gpu-lines { width: auto; height: auto; }
+    GpuScreen .hint { color: $text-muted; }
+    """
+    BINDINGS = [Binding("escape,u,q", "dismiss", "Close", id="gpus-close")]
+
+    def __init__(self, host: str, readings: Sequence[GpuReading]) -> None:
+        super().__init__()
+        self.host = host
+        self.readings = list(readings)
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("", id="gpu-title")
+            yield Static("", id="gpu-lines")
+            yield Static("escape: close", classes="hint")
+
+    def on_mount(self) -> None:
+        self._draw()
+
+    def update_readings(self, readings: Sequence[GpuReading]) -> None:
+        self.readings = list(readings)
+        self._draw()
+
+    def _draw(self) -> None:
+        title = self.query_one("#gpu-title", Static)
+        lines = self.query_one("#gpu-lines", Static)
+        if not self.readings:
+            title.update(Text.assemble(("GPUs · ", "bold"), (self.host, "bold")))
+            lines.update(
+                Text("not read yet (the host is not connected, or its first read is on its way)")
+            )
+            return
+        newest = self.readings[-1]
+        when = datetime.fromtimestamp(newest.time).strftime("%H:%M:%S")
+        said = summary(newest.gpus) if newest.gpus else "no numbers"
+        title.update(
+            Text.assemble(("GPUs · ", "bold"), (self.host, "bold"), f"  {said}  (read {when})")
+        )
+        lines.update(gpu_lines(self.readings))
