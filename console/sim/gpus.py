@@ -4,9 +4,10 @@ Shaped on the real H100's answers (driver 580.159.04, tests/fixtures/gpu): the h
 each field as the driver does (`clocks.sm` asked comes back `clocks.current.sm [MHz]`,
 `clocks_throttle_reasons.active` as `clocks_event_reasons.active`), units in the header and,
 without `nounits`, in each cell. The readings follow the server: no process, the card idles
-(0 MiB, 0 %, 75 W, `0x…01` gpu_idle); loading, the weights are in memory; serving, the KV cache
-pool holds most of it, at 100 % and at the power limit (`0x…04` sw_power_cap), as the real
-card under load read.
+(0 MiB, 0 %, 75 W, `0x…01` gpu_idle); loading, the weights are in memory; serving, SGLang's
+static pool (`--mem-fraction-static`, 0.88 of the card by default on an 80 GB card: weights
+and the KV cache, allocated once at start, whatever share of it is in use) at 100 % and at the
+power limit (`0x…04` sw_power_cap), as the real card under load read.
 """
 
 from __future__ import annotations
@@ -52,13 +53,16 @@ class UnknownField(ValueError):
     """A field the real tool refuses (`Field "x" is not a valid field to query.`)."""
 
 
-def _reading(name: str, index: int, phase: Phase, kv_share: float) -> dict[str, str]:
+STATIC_POOL = 0.88
+"""The share of a card SGLang takes at start for weights and KV cache (mem_fraction_static)."""
+
+
+def _reading(name: str, index: int, phase: Phase) -> dict[str, str]:
     card = CARDS.get(name, DEFAULT_CARD)
-    weights = int(card.memory_mib * 0.25)
     used = {
         "idle": 0,
-        "loading": weights,
-        "serving": weights + int(card.memory_mib * 0.63 * max(0.2, kv_share)),
+        "loading": card.memory_mib // 4,
+        "serving": int(card.memory_mib * STATIC_POOL),
     }[phase]
     busy = phase == "serving"
     return {
@@ -83,11 +87,11 @@ def _reading(name: str, index: int, phase: Phase, kv_share: float) -> dict[str, 
     }
 
 
-def answer(names: list[str], fields: list[str], fmt: str, phase: Phase, kv_share: float) -> str:
+def answer(names: list[str], fields: list[str], fmt: str, phase: Phase) -> str:
     """The tool's stdout for `--query-gpu=FIELDS --format=FMT` on GPUs `names`."""
     options = set(fmt.split(","))
     headers = [_HEADERS.get(f, f) for f in fields]
-    readings = [_reading(n, i, phase, kv_share) for i, n in enumerate(names)]
+    readings = [_reading(n, i, phase) for i, n in enumerate(names)]
     for field, header in zip(fields, headers, strict=True):
         if header not in readings[0]:
             raise UnknownField(field)

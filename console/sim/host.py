@@ -586,7 +586,7 @@ async def _nvidia_smi(
     server = host.unit.server
     phase: Phase = "idle" if server is None else "serving" if server.ready else "loading"
     try:
-        text = answer(host.gpus, query.split(","), fmt, phase, server.kv_share if server else 0.0)
+        text = answer(host.gpus, query.split(","), fmt, phase)
     except UnknownField as exc:
         process.stdout.write(f'Field "{exc}" is not a valid field to query.\n\n')
         return 2

@@ -191,11 +191,6 @@ class SimSGLang:
         self._tokens_total = 0.0
         self._verify_total = 0.0
 
-    @property
-    def kv_share(self) -> float:
-        """The share of the KV cache the last decode batch used (what fills the GPUs)."""
-        return self._kv[0]
-
     # --- logging -----------------------------------------------------------------------
 
     def _prefix(self, rank: bool = True) -> str:

@@ -36,7 +36,7 @@ async def test_the_gpu_column_the_u_screen_and_a_host_without_the_tool(tmp_path:
                 pilot, ticking(clock, lambda: b300.gpus and b300.gpus[0].util_pct == 100, 5)
             )
             shown = cell(table, "b300", "gpu")
-            assert shown.endswith("/80G 100%↓"), shown  # at its power cap, as the real card
+            assert shown == "70/80G 100%↓", shown  # at its power cap, as the real card
             assert cell(table, "pro6000", "gpu") == "-"
 
             await pilot.press("u")

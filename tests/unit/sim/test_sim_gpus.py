@@ -23,29 +23,30 @@ CAPTURED_FIELDS = (
 def test_the_captured_query_comes_back_as_the_real_card_answered_it_idle() -> None:
     real = (FIXTURES / "h100-driver-580.159.04-idle.csv").read_text().splitlines()
     fields = CAPTURED_FIELDS.replace("clocks.mem,", "clocks.current.memory,").split(",")
-    ours = answer([H100], fields, "csv", "idle", 0.0).splitlines()
+    ours = answer([H100], fields, "csv", "idle").splitlines()
     assert ours[0] == real[0]
     skip = {1, 3}  # the uuid and the PCI address are the card's own
     for n, (a, b) in enumerate(zip(ours[1].split(", "), real[1].split(", "), strict=True)):
         assert n in skip or a == b, (n, a, b)
 
 
-def test_serving_fills_the_memory_at_the_power_cap_and_idle_is_no_slowdown() -> None:
+def test_serving_holds_the_static_pool_at_the_power_cap_and_idle_is_no_slowdown() -> None:
     fields = QUERY[1].partition("=")[2].split(",")
     fmt = QUERY[2].partition("=")[2]
-    idle = parse_gpus(answer([H100] * 2, fields, fmt, "idle", 0.0))
-    loading = parse_gpus(answer([H100] * 2, fields, fmt, "loading", 0.0))
-    serving = parse_gpus(answer([H100] * 2, fields, fmt, "serving", 0.9))
+    idle = parse_gpus(answer([H100] * 2, fields, fmt, "idle"))
+    loading = parse_gpus(answer([H100] * 2, fields, fmt, "loading"))
+    serving = parse_gpus(answer([H100] * 2, fields, fmt, "serving"))
     assert [g.index for g in serving] == [0, 1]
     assert idle[0].memory_used_mib == 0 and idle[0].clock_events == ("gpu_idle",)
-    assert 0 < (loading[0].memory_used_mib or 0) < (serving[0].memory_used_mib or 0) < 81559
+    assert 0 < (loading[0].memory_used_mib or 0) < (serving[0].memory_used_mib or 0)
+    assert serving[0].memory_used_mib == int(81559 * 0.88)  # mem_fraction_static, whatever is used
     assert serving[0].util_pct == 100 and serving[0].slowed == ("sw_power_cap",)
     assert (serving[0].power_w or 0) < (serving[0].power_limit_w or 0) == 700.0
 
 
 def test_the_name_query_and_an_unknown_field() -> None:
-    assert answer([H100, "NVIDIA H200"], ["name"], "csv,noheader", "idle", 0) == (
+    assert answer([H100, "NVIDIA H200"], ["name"], "csv,noheader", "idle") == (
         f"{H100}\nNVIDIA H200\n"
     )
     with pytest.raises(UnknownField, match="nonsense"):
-        answer([H100], ["index", "nonsense"], "csv", "idle", 0)
+        answer([H100], ["index", "nonsense"], "csv", "idle")
