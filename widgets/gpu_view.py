@@ -1,6 +1,7 @@
-"""`u`: the selected host's GPUs, one line each: memory and utilization with their history
-over the last readings, temperature, power against its limit, SM clock, what holds the clocks
-down, uncorrected ECC errors. Updated while open, as readings come.
+"""`u`: the selected host's GPUs (their model in the title), one line each: memory and
+utilization with their history over the last readings, temperature, power against its limit,
+SM clock, what holds the clocks down, uncorrected ECC errors. Updated while open, as readings
+come.
 
 The history bars are absolute (an empty bar is 0 %, a full one 100 %), unlike the accept
 chart's, which scale to their range: a card at 97 % memory must look full, not flat.
@@ -17,6 +18,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from console.service.gpu_model import model_of
 from console.watch.gpu_reader import GpuReading
 from console.watch.gpus import GpuState, summary
 from widgets.accept_chart import BARS
@@ -50,7 +52,7 @@ def gpu_lines(readings: Sequence[GpuReading]) -> Text:
     if not newest.gpus:
         return Text(newest.problem or "no GPUs", style="yellow")
     recent = readings[-HISTORY:]
-    header = ("gpu", "name", "memory", "", "util", "", "temp", "power", "SM", "held by", "ECC")
+    header = ("gpu", "memory", "", "util", "", "temp", "power", "SM", "held by", "ECC")
     rows: list[tuple[str, ...]] = []
     for gpu in newest.gpus:
         past = [_of(r.gpus, gpu.index) for r in recent]
@@ -62,7 +64,6 @@ def gpu_lines(readings: Sequence[GpuReading]) -> Text:
         rows.append(
             (
                 str(gpu.index),
-                gpu.name.removeprefix("NVIDIA "),
                 f"{_gib(used, '{:.1f}')}/{_gib(total, '{:.0f}')} GiB",
                 bars(memory),
                 _number(gpu.util_pct, "{:.0f}%"),
@@ -136,7 +137,10 @@ class GpuScreen(Dialog[None]):
             return
         newest = self.readings[-1]
         when = datetime.fromtimestamp(newest.time).strftime("%H:%M:%S")
-        said = summary(newest.gpus) if newest.gpus else "no numbers"
+        said = "no numbers"
+        if newest.gpus:
+            model = model_of([g.name for g in newest.gpus])
+            said = f"{model}: {summary(newest.gpus, count=False)}"
         title.update(
             Text.assemble(("GPUs · ", "bold"), (self.host, "bold"), f"  {said}  (read {when})")
         )

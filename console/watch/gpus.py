@@ -230,11 +230,12 @@ def compact(gpus: Sequence[GpuState]) -> str:
     return " ".join(parts) + ("↓" if slowed_on(gpus) else "")
 
 
-def summary(gpus: Sequence[GpuState]) -> str:
-    """One line for `status`: `8 GPUs, fullest 20/80 GiB, util 97%; sw_power_cap on 0, 3`."""
+def summary(gpus: Sequence[GpuState], *, count: bool = True) -> str:
+    """One line for `status`: `8 GPUs, fullest 20/80 GiB, util 97%; sw_power_cap on 0, 3`
+    (`count=False`: without `8 GPUs, `, where the model is said before it)."""
     if not gpus:
         return "no GPUs"
-    parts = [f"{len(gpus)} GPU" + ("s" if len(gpus) > 1 else "")]
+    parts = [f"{len(gpus)} GPU" + ("s" if len(gpus) > 1 else "")] if count else []
     top = fullest(gpus)
     if top is not None:
         used, total = _gib(top.memory_used_mib or 0), _gib(top.memory_total_mib or 0)

@@ -42,9 +42,10 @@ async def test_the_gpu_column_the_u_screen_and_a_host_without_the_tool(tmp_path:
             await pilot.press("u")
             await until(pilot, lambda: isinstance(app.screen, GpuScreen))
             text = str(app.screen.query_one("#gpu-lines").render())
-            assert text.count("H100 80GB HBM3") == 4 and "sw_power_cap" in text
+            assert text.count("70.1/80 GiB") == 4 and text.count("sw_power_cap") == 4
             title = str(app.screen.query_one("#gpu-title").render())
-            assert "4 GPUs, fullest" in title and "sw_power_cap on all" in title
+            assert "4× NVIDIA H100 80GB HBM3: fullest 70/80 GiB, util 100%" in title
+            assert "sw_power_cap on all" in title
             await pilot.press("escape")
             await until(pilot, lambda: not isinstance(app.screen, GpuScreen))
 
