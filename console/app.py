@@ -167,6 +167,7 @@ class SpecopsApp(
         )
         self.left_on = LeftOnWatch(fleet.sessions, lambda f: self.post_message(LeftOnUpdated(f)))
         self.left_ons = deque(maxlen=ALERTS_KEPT)
+        self.xids = deque(maxlen=ALERTS_KEPT)
 
     def compose(self) -> ComposeResult:
         yield Header()

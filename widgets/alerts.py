@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Static
 from console.hosts.events import CrashDetected
 from console.hosts.profiles import FlagValue
 from console.tuning.left_on import LeftOnFound
+from console.watch.xid_reader import XidSeen
 from widgets.dialog import Dialog
 
 
@@ -71,11 +72,15 @@ class AlertsScreen(Dialog[None]):
     BINDINGS = [Binding("escape,A,q", "dismiss", "Close", id="alerts-close")]
 
     def __init__(
-        self, crashes: Iterable[CrashDetected], left_on: Iterable[LeftOnFound] = ()
+        self,
+        crashes: Iterable[CrashDetected],
+        left_on: Iterable[LeftOnFound] = (),
+        xids: Iterable[XidSeen] = (),
     ) -> None:
         super().__init__()
         self.crashes = sorted(crashes, key=lambda c: c.timestamp, reverse=True)
         self.left_on = sorted(left_on, key=lambda f: f.timestamp, reverse=True)
+        self.xids = sorted(xids, key=lambda x: x.time, reverse=True)
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -103,6 +108,10 @@ class AlertsScreen(Dialog[None]):
                 yield Static(f"[b]left on an unfinished change[/b] ({len(self.left_on)})")
                 lines = [f"{_when(f.timestamp)}  {f.text()}" for f in self.left_on]
                 yield Static(Text("\n".join(lines)), id="alert-left-on")
+            if self.xids:
+                yield Static(f"[b]GPU driver errors (Xid)[/b] ({len(self.xids)})")
+                lines = [f"{x.host}: {x.text()}" for x in self.xids]
+                yield Static(Text("\n".join(lines)), id="alert-xids")
             yield Static("escape: close", classes="hint")
 
     def on_mount(self) -> None:
@@ -116,5 +125,7 @@ class AlertsScreen(Dialog[None]):
 
     def _detail(self, row: int) -> None:
         if 0 <= row < len(self.crashes):
-            text = alert_text(self.crashes[row])
+            crash = self.crashes[row]
+            near = [x for x in self.xids if x.host == crash.host and x.near(crash.timestamp)]
+            text = "\n".join([alert_text(crash), *(x.text() for x in near)])
             self.query_one("#alert-detail", Static).update(Text(text))

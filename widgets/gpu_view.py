@@ -144,4 +144,7 @@ class GpuScreen(Dialog[None]):
         title.update(
             Text.assemble(("GPUs · ", "bold"), (self.host, "bold"), f"  {said}  (read {when})")
         )
-        lines.update(gpu_lines(self.readings))
+        text = gpu_lines(self.readings)
+        for xid in [x for r in self.readings for x in r.xids][-5:]:  # the newest, below
+            text.append(f"\n{xid.text()}", style="bold red")
+        lines.update(text)

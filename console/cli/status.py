@@ -24,7 +24,7 @@ from console.tuning import history
 from console.tuning.history import HistoryError
 from console.tuning.left_on import LeftOn, read_left_on
 from console.tuning.probation import Probation, probation_of
-from console.watch.gpu_reader import GpuReading, read_gpus
+from console.watch.gpu_reader import GpuReading, read_all
 from console.watch.gpus import compact, gpus_of, summary
 from console.watch.health import probe_health
 from console.watch.server_metrics import MetricsUnavailable
@@ -81,8 +81,8 @@ async def _kv_cache(session: HostSession, profile: Profile) -> dict[str, float] 
 async def _gpus(session: HostSession, profile: Profile) -> GpuReading | None:
     if not profile.gpu.enabled:
         return None
-    try:
-        return await read_gpus(session, profile.gpu, time.time())
+    try:  # and the Xid errors of the last ten minutes
+        return (await read_all(session, profile.gpu, time.time(), None))[0]
     except RemoteError as exc:  # a timeout, or the link went: said, not fatal
         return GpuReading(profile.name, time.time(), problem=str(exc))
 
@@ -244,6 +244,10 @@ async def cmd_status(args: argparse.Namespace) -> int:
             if r["connection"] == UNUSABLE:
                 out.print(f"{r['host']}: not tried: {r['error']}", markup=False, soft_wrap=True)
         for profile, report in zip(profiles, results, strict=True):
+            for xid in report.gpus.xids if report.gpus is not None else ():
+                out.print(
+                    f"{profile.name}: {xid.text()}", style="red", markup=False, soft_wrap=True
+                )
             left, unwritable, probation = report.left, report.unwritable, report.probation
             if left is not None:  # below the table: whole, whatever the width
                 out.print(f"{profile.name} {left.text()}", markup=False, soft_wrap=True)

@@ -274,6 +274,8 @@ class Fleet:
             live = follower is None or not follower.replaying
             monitor = self.monitors[name]
             for event in monitor.observe(entries, live=live, read_back=read_back):
+                if isinstance(event, CrashDetected) and (wake := self._gpu_wake.get(name)):
+                    wake.set()  # the GPUs and the driver's Xid at the crash, read now
                 if isinstance(event, CrashDetected) and event.flags is None:
                     self._tasks.append(asyncio.create_task(self._crash_with_flags(event)))
                 else:

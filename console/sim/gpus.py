@@ -49,6 +49,21 @@ _UNITS = {
 }
 
 
+def pci_bus_id(index: int) -> str:
+    """GPU `index`'s address, numbered on from the reference card's `00000000:00:06.0`."""
+    return f"00000000:00:{6 + index:02X}.0"
+
+
+def xid_line(index: int, pid: int) -> str:
+    """The kernel's line for an illegal memory access on GPU `index` by process `pid`: the
+    real H200's Xid 31 (tests/fixtures/gpu), at this GPU's address."""
+    return (
+        f"NVRM: Xid (PCI:0000:00:{6 + index:02x}): 31, pid={pid}, name=python3, channel "
+        "0x0000000a, intr 00000000. MMU Fault: ENGINE GRAPHICS GPC1 GPCCLIENT_T1_8 faulted @ "
+        "0x809d_93e00000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_WRITE"
+    )
+
+
 class UnknownField(ValueError):
     """A field the real tool refuses (`Field "x" is not a valid field to query.`)."""
 
@@ -69,7 +84,7 @@ def _reading(name: str, index: int, phase: Phase) -> dict[str, str]:
         "index": str(index),
         "name": name,
         "uuid": f"GPU-8773e22d-9771-f93a-b202-{index:012x}",
-        "pci.bus_id": f"00000000:{6 + index:02X}:00.0",
+        "pci.bus_id": pci_bus_id(index),
         "driver_version": "580.159.04",
         "memory.total": str(card.memory_mib),
         "memory.used": str(used),

@@ -175,6 +175,7 @@ class SimHost:
         self.unit = SimUnit(
             unit, root, self.journal, timing=timing, bench_dir=bench, version=self.sglang_version
         )
+        self.unit.gpus = lambda: len(self.gpus)
         frag = self.unit.local(self.unit.fragment)
         if not frag.exists():
             frag.parent.mkdir(parents=True, exist_ok=True)

@@ -91,7 +91,13 @@ class SimJournal:
                 return None
         return self._store(unit, message, fields)
 
-    def _store(self, unit: str, message: str, fields: dict[str, str]) -> Entry:
+    def kernel(self, message: str) -> Entry:
+        """A kernel line (`_TRANSPORT=kernel`, no unit), as journald stores what it reads
+        from /dev/kmsg: the NVIDIA driver's Xid errors come this way."""
+        fields = {"_TRANSPORT": "kernel", "SYSLOG_IDENTIFIER": "kernel", "PRIORITY": "4"}
+        return self._store(None, message, fields)
+
+    def _store(self, unit: str | None, message: str, fields: dict[str, str]) -> Entry:
         now_us = int(time.time() * 1_000_000)
         if self._entries and now_us <= self._entries[-1].realtime_us:
             now_us = self._entries[-1].realtime_us + 1
@@ -99,7 +105,12 @@ class SimJournal:
             seq=self._next_seq,
             realtime_us=now_us,
             monotonic_us=int((time.monotonic() - self._start) * 1_000_000),
-            fields={"_SYSTEMD_UNIT": unit, "MESSAGE": message, "PRIORITY": "6", **fields},
+            fields={
+                **({"_SYSTEMD_UNIT": unit} if unit is not None else {}),
+                "MESSAGE": message,
+                "PRIORITY": "6",
+                **fields,
+            },
         )
         self._next_seq += 1
         self._entries.append(entry)
@@ -249,6 +260,8 @@ class Query:
     all required."""
     output_fields: set[str] | None = None
     reverse: bool = False
+    dmesg: bool = False
+    """`-k`/`--dmesg`: the kernel's lines only (journalctl adds this boot; one boot here)."""
 
 
 class JournalUsageError(ValueError):
@@ -288,6 +301,8 @@ def parse_journalctl(argv: list[str]) -> Query:
             q.output_fields = set(value.split(","))
         elif arg in ("-r", "--reverse"):
             q.reverse = True
+        elif arg in ("-k", "--dmesg"):
+            q.dmesg = True
         elif arg in ("-q", "--quiet", "-a", "--all", "--no-pager", "--", "-m", "--merge"):
             continue
         elif eq and re.fullmatch(r"[A-Z_][A-Z0-9_]*", key):
@@ -340,6 +355,8 @@ def select(journal: SimJournal, q: Query) -> tuple[list[Entry], int]:
 def matches(entry: Entry, q: Query) -> bool:
     f = entry.fields
     if q.unit is not None and f.get("_SYSTEMD_UNIT") != q.unit:
+        return False
+    if q.dmesg and f.get("_TRANSPORT") != "kernel":
         return False
     if q.since is not None and entry.realtime_us < q.since * 1_000_000:
         return False

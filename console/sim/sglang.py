@@ -161,9 +161,12 @@ class SimSGLang:
         bench_dir: Path | None = None,
         seed: int | None = None,
         version: str | None = None,
+        on_fault: Callable[[], None] | None = None,
     ) -> None:
         self.version = version or releases.DEFAULT_RELEASE
         """`sglang.__version__` of the simulated build."""
+        self.on_fault = on_fault
+        """Called at an illegal memory access: the driver logs its Xid in the kernel's log."""
         self.release = releases.release_of(self.version)
         self._argv = list(argv)
         self._env = dict(env)
@@ -279,7 +282,12 @@ class SimSGLang:
         self._write_bench()
         return await self._serve()
 
+    def _fault(self, text: str) -> None:
+        if self.on_fault is not None and "illegal memory access" in text:
+            self.on_fault()
+
     def _crash_in_capture(self) -> int:
+        self._fault("illegal memory access")
         self.log(
             "Scheduler hit an exception: Traceback (most recent call last):\n"
             '  File "/opt/sglang/python/sglang/srt/managers/scheduler.py", line 2769, '
@@ -379,6 +387,7 @@ class SimSGLang:
 
     def _crash_serving(self, traceback: str) -> int:
         """A scheduler exception once serving: SIGQUIT to the parent, kill_process_tree."""
+        self._fault(traceback)
         self.log(traceback, priority=3)
         self.ready = False
         self.log(SIGQUIT_RUNNING, priority=3, rank=False)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from console.service.unit import effective_service
+from console.sim.gpus import xid_line
 from console.sim.journal import SimJournal
 from console.sim.sglang import SimSGLang, Timing
 from console.transport import remote
@@ -71,6 +72,9 @@ class SimUnit:
         self._task: asyncio.Task[None] | None = None
         self._starts: list[float] = []
         self._next_pid = 4000
+        self.gpus: Callable[[], int] = lambda: 0
+        """How many GPUs the host has (its nvidia-smi's): with any, an illegal memory access
+        leaves the driver's Xid in the kernel's log, on GPU 0 (TP rank 0's)."""
 
     # --- files ---------------------------------------------------------------------------
 
@@ -215,8 +219,13 @@ class SimUnit:
             timing=self.timing,
             bench_dir=self.bench_dir,
             version=self.version,
+            on_fault=lambda: self._xid(int(pid)),
         )
         self._task = asyncio.create_task(self._supervise(self.server))
+
+    def _xid(self, pid: int) -> None:
+        if self.gpus():
+            self.journal.kernel(xid_line(0, pid))
 
     async def _supervise(self, server: SimSGLang) -> None:
         status = await server.run()

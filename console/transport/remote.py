@@ -151,6 +151,19 @@ def unit_starts(unit: str, since_s: int) -> Command:
     return Command(tuple(argv))
 
 
+def kernel_log(after_cursor: str | None, since_s: int) -> Command:
+    """The kernel's lines (`--dmesg`: this boot) after `after_cursor`, else those of the last
+    `since_s` seconds: where the NVIDIA driver logs its Xid errors. Filtered here, not with
+    `--grep` (a journalctl built without PCRE2 refuses it)."""
+    argv = ["journalctl", "--dmesg", "-o", "json", "-q", "-a", "--no-pager"]
+    argv.append("--output-fields=MESSAGE")
+    if after_cursor is not None:
+        argv.append(f"--after-cursor={_cursor(after_cursor)}")
+    else:
+        argv.append(f"--since={int(since_s)} seconds ago")
+    return Command(tuple(argv), audited=False)
+
+
 def journal_follow(unit: str, after_cursor: str | None) -> Command:
     """Follow the unit from just after `after_cursor` (from the start if None).
 

@@ -59,7 +59,7 @@ class Alerts(Shell):
         if table := self.main(HostTable):
             table.mark_seen()  # the operator is looking at them now
         if not isinstance(self.screen, AlertsScreen):
-            self.push_screen(AlertsScreen(self.crashes, self.left_ons))
+            self.push_screen(AlertsScreen(self.crashes, self.left_ons, self.xids))
 
     def action_show_audit(self) -> None:
         if len(self.screen_stack) == 1:

@@ -14,7 +14,7 @@ from textual import on
 
 from console.fleet.filter import UNOPENED
 from console.hosts.events import InvocationChanged
-from console.ui.shell import Shell
+from console.ui.shell import NOTIFY_TIMEOUT_S, Shell
 from console.watch.gpu_reader import GpuReading
 from widgets.accept_chart import POINTS as CHART_POINTS
 from widgets.accept_chart import AcceptChart
@@ -130,6 +130,15 @@ class Monitoring(Shell):
         kept.append(reading)
         if table := self.main(HostTable):
             table.set_gpus(reading.host, reading.gpus)
+        for xid in reading.xids:
+            self.xids.append(xid)
+            crash = next(
+                (c for c in reversed(self.crashes) if c.host == xid.host and xid.near(c.timestamp)),
+                None,
+            )
+            text = xid.text() + (f"\nat the crash: {crash.signature}" if crash else "")
+            title = f"{xid.host}: GPU driver error"
+            self.notify(text, title=title, severity="error", timeout=NOTIFY_TIMEOUT_S, markup=False)
         screen = self.screen_stack[-1] if self.screen_stack else None  # none: quitting
         if isinstance(screen, GpuScreen) and screen.host == reading.host:
             screen.update_readings(kept)

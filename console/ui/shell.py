@@ -21,6 +21,7 @@ from console.local.settings import Settings
 from console.tuning.left_on import LeftOnFound, LeftOnWatch
 from console.tuning.probation import ProbationGuard
 from console.ui.engine import EngineThread
+from console.watch.xid_reader import XidSeen
 from widgets.host_table import HostTable
 
 W = TypeVar("W", bound=Widget)
@@ -47,6 +48,8 @@ class Shell(App[int]):
     left_on: LeftOnWatch
     """Finds hosts a change did not finish on (console/tuning/left_on.py), on the engine."""
     left_ons: deque[LeftOnFound]
+    xids: deque[XidSeen]
+    """The driver's Xid errors read from the hosts' kernel logs, for the alerts list (`A`)."""
     _metrics_due: dict[str, MetricsUpdated]
     """Written by the engine's thread (engine_bridge.py), drawn by the metrics timer
     (monitoring.py)."""

@@ -17,6 +17,8 @@
 - `gpu_reader.py`: one read of a host's GPUs through its session, and the poll of the hosts on
   screen (`no GPU tool` said once);
 - `xid.py`: the driver's Xid errors from the kernel log, with what each code means;
+- `xid_reader.py`: a host's Xid errors read from its kernel log (`journalctl --dmesg`), each
+  on the GPU at its PCI address, and whether it is near a crash;
 - `unit_starts.py`: systemd's records of the unit's starts before the console looked;
 - `server_metrics.py`: SGLang's own numbers, read from its `/metrics` page through the host's
   SSH connection;

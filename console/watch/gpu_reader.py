@@ -4,8 +4,9 @@
 A host without the program (an AMD host, a container without the driver's tools) is not an
 error: the reading says `no GPU tool` and the poller says it once. A driver that does not
 answer (`NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver`) is a
-problem, with the tool's own first line. The read is not written to the audit log: it runs
-every few seconds and changes nothing.
+problem, with the tool's own first line. Each read also takes the Xid errors the kernel
+logged since the last one (console/watch/xid_reader.py). Neither read is written to the audit
+log: they run every few seconds and change nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from console.hosts import clock as clocks
@@ -22,6 +23,7 @@ from console.hosts.profiles import GpuConfig
 from console.transport import remote
 from console.transport.ssh import ConnState, HostSession, RemoteError
 from console.watch.gpus import QUERY, GpuQueryError, GpuState, parse_gpus
+from console.watch.xid_reader import XidSeen, read_xids
 
 READ_TIMEOUT_S = 20.0
 """nvidia-smi answers in well under a second; one that hangs (a GPU off the bus) must not
@@ -46,12 +48,15 @@ class GpuReading:
     """Why there are no numbers (`no GPU tool: nvidia-smi: not found`, the driver's answer)."""
     no_tool: bool = field(default=False)
     """The program is not there: asking again every poll will not change that."""
+    xids: tuple[XidSeen, ...] = ()
+    """Xid errors the kernel logged since the reading before (the first: the last minutes)."""
 
     def record(self) -> dict[str, Any]:
         """`status --json`'s `gpus` (and `gpu_problem` when there is one)."""
         found: dict[str, Any] = {"gpus": [g.record() for g in self.gpus]}
         if self.problem is not None:
             found["gpu_problem"] = self.problem
+        found["xids"] = [x.record() for x in self.xids]
         return found
 
 
@@ -84,6 +89,16 @@ async def read_gpus(session: HostSession, config: GpuConfig, now: float) -> GpuR
     return GpuReading(session.name, now, tuple(gpus))
 
 
+async def read_all(
+    session: HostSession, config: GpuConfig, now: float, after: str | None
+) -> tuple[GpuReading, str | None]:
+    """The GPUs and the Xids the kernel logged after cursor `after`, and the cursor to go on
+    from. Raises what `session.run` raises for a link that went."""
+    reading = await read_gpus(session, config, now)
+    xids, cursor = await read_xids(session, after, reading.gpus)
+    return replace(reading, xids=tuple(xids)), cursor
+
+
 async def poll_gpus(
     session: HostSession,
     emit: Callable[[GpuReading], None],
@@ -92,23 +107,30 @@ async def poll_gpus(
     shown: Callable[[], bool],
     wake: asyncio.Event,
 ) -> None:
-    """Forever: the host's GPUs every `[gpu] interval_s` while it is connected and on screen
-    (`shown`); `wake` set when its row comes on screen reads at once. Every reading with GPUs
-    is emitted; a problem only when it differs from the last one (said once, not per poll)."""
+    """Forever: the host's GPUs and new Xid errors every `[gpu] interval_s` while it is
+    connected and on screen (`shown`); `wake` set reads at once, on screen or not (its row
+    came on screen; a crash, whose Xid is wanted now). A reading is emitted when it has GPUs
+    or Xids, and a problem only when it differs from the last one (said once, not per poll)."""
     config = session.profile.gpu
     said: str | None = None
+    cursor: str | None = None
+    newest = 0.0  # the newest Xid emitted: a read from the start again does not repeat it
     while True:
         await session.wait_connected()
+        woken = wake.is_set()
         wake.clear()
         wait = config.interval_s
-        if shown():
+        if woken or shown():
             try:
-                reading = await read_gpus(session, config, clock.time())
+                reading, cursor = await read_all(session, config, clock.time(), cursor)
             except RemoteError as exc:  # the link went, or the tool hung
                 reading = GpuReading(session.name, clock.time(), problem=str(exc))
             if session.state.state is not ConnState.CONNECTED:
                 continue  # closed (on demand) or lost during the read: nothing to report
-            if reading.gpus or reading.problem != said:
+            fresh = tuple(x for x in reading.xids if x.time > newest)
+            newest = max([newest, *(x.time for x in fresh)])
+            reading = replace(reading, xids=fresh)
+            if reading.gpus or fresh or reading.problem != said:
                 emit(reading)
             said = reading.problem
             if reading.no_tool:

@@ -24,6 +24,7 @@ QUERY_FIELDS = (
     "index",
     "name",
     "uuid",
+    "pci.bus_id",
     "memory.used",
     "memory.total",
     "utilization.gpu",
@@ -40,6 +41,7 @@ QUERY = ("nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,no
 ALIASES = {
     "gpu_name": "name",
     "gpu_uuid": "uuid",
+    "gpu_bus_id": "pci.bus_id",
     "clocks.current.sm": "clocks.sm",
     "clocks_throttle_reasons.active": "clocks_event_reasons.active",
 }
@@ -82,6 +84,8 @@ class GpuState:
     sm_clock_mhz: float | None = None
     clock_events: tuple[str, ...] = ()
     ecc_uncorrected: int | None = None
+    pci: str = ""
+    """Its PCI address as nvidia-smi prints it (`00000000:00:06.0`): what an Xid names."""
 
     @property
     def slowed(self) -> tuple[str, ...]:
@@ -101,6 +105,7 @@ class GpuState:
             "sm_clock_mhz": self.sm_clock_mhz,
             "clock_events": list(self.clock_events),
             "ecc_uncorrected": self.ecc_uncorrected,
+            "pci": self.pci,
         }
 
 
@@ -171,6 +176,7 @@ def parse_gpus(text: str) -> list[GpuState]:
                 sm_clock_mhz=_number(cells.get("clocks.sm")),
                 clock_events=clock_events(cells.get("clocks_event_reasons.active")),
                 ecc_uncorrected=None if ecc is None else int(ecc),
+                pci=cells.get("pci.bus_id") or "",
             )
         )
     return found
@@ -263,3 +269,21 @@ def gpus_of(record: Mapping[str, Any]) -> list[GpuState]:
         fields["clock_events"] = tuple(fields.get("clock_events") or ())
         found.append(GpuState(uuid=gpu.get("uuid", ""), **fields))
     return found
+
+
+def pci_key(address: str) -> tuple[int, int, int] | None:
+    """(domain, bus, device) of `00000000:00:06.0` (nvidia-smi) or `0000:00:06` (an Xid line):
+    the two spellings of one GPU's address."""
+    parts = address.strip().split(":")
+    if len(parts) != 3:
+        return None
+    try:
+        return int(parts[0], 16), int(parts[1], 16), int(parts[2].split(".")[0], 16)
+    except ValueError:
+        return None
+
+
+def gpu_at(address: str, gpus: Sequence[GpuState]) -> int | None:
+    """The index of the GPU at PCI `address`; None when no GPU read has it."""
+    key = pci_key(address)
+    return next((g.index for g in gpus if key is not None and pci_key(g.pci) == key), None)

@@ -10,9 +10,12 @@ from console.app import SpecopsApp
 from console.fleet.fleet import Fleet
 from console.hosts.profiles import load_fleet
 from console.sim.fleet import REFERENCE_GPU
+from console.sim.gpus import xid_line
+from tests.integration.test_gpus import ILLEGAL
 from tests.stand_ins import FakeClock
 from tests.ui.support import simulated_fleet, ticking, until
 from tests.ui.test_health import cell
+from widgets.alerts import AlertsScreen
 from widgets.gpu_view import GpuScreen
 from widgets.host_table import HostTable
 
@@ -65,3 +68,28 @@ async def test_the_gpu_column_the_u_screen_and_a_host_without_the_tool(tmp_path:
             assert nvidia_smi_runs(sim.hosts["b300"].commands) > 1
             assert pro6000.gpus == ()
             await pilot.press("q")
+
+
+async def test_an_xid_at_a_crash_is_notified_with_it_and_listed_under_A(tmp_path: Path) -> None:
+    async with simulated_fleet(tmp_path, hosts=1, decode_interval_s=0.3) as sim:
+        host = sim.hosts["b300"]
+        host.gpus = [REFERENCE_GPU] * 2
+        app = SpecopsApp(Fleet(load_fleet(sim.profiles_dir)))
+        notes: list[tuple[str, str]] = []
+        async with app.run_test(size=(160, 48)) as pilot:
+            app.notify = lambda message, title="", **kw: notes.append((title, str(message)))  # type: ignore[method-assign]
+            unit = host.unit
+            await until(pilot, lambda: unit.server is not None and unit.server.ready)
+            host.journal.kernel(xid_line(0, unit.main_pid))  # as the driver logs it
+            host.journal.append(unit.name, ILLEGAL)
+            await until(pilot, lambda: any(t == "b300: GPU driver error" for t, _ in notes))
+            (text,) = [m for t, m in notes if t == "b300: GPU driver error"]
+            assert text.startswith("Xid 31 on GPU 0 at ") and "(python3, pid " in text
+            assert text.endswith("at the crash: illegal_memory_access")
+            await pilot.press("A")
+            await until(pilot, lambda: isinstance(app.screen, AlertsScreen))
+            listed = str(app.screen.query_one("#alert-xids").render())
+            assert listed.startswith("b300: Xid 31 on GPU 0")
+            detail = str(app.screen.query_one("#alert-detail").render())
+            assert "illegal_memory_access" in detail and "Xid 31 on GPU 0" in detail
+            await pilot.press("escape", "q")

@@ -33,3 +33,12 @@ def test_lines_after_a_cursor_never_reach_back_before_it() -> None:
     cursor = journal.cursor(entries[3])
     assert messages(journal, f"--after-cursor={cursor}", "-n", "5") == ["line 4", "line 5"]
     assert messages(journal, f"--cursor={cursor}", "-n", "1") == ["line 5"]
+
+
+def test_kernel_lines_are_dmesgs_and_no_units() -> None:
+    journal = SimJournal()
+    journal.append("a.service", "served")
+    journal.kernel("NVRM: Xid (PCI:0000:00:06): 31, pid=477, name=python3")
+    assert messages(journal, "--dmesg") == ["NVRM: Xid (PCI:0000:00:06): 31, pid=477, name=python3"]
+    assert messages(journal, "-k", "-n", "5") == messages(journal, "--dmesg")
+    assert messages(journal, "-u", "a.service") == ["served"]  # the unit's lines only

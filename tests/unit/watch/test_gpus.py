@@ -71,6 +71,7 @@ def test_missing_values_and_several_gpus() -> None:
         "sm_clock_mhz": 300,
         "clock_events": ["gpu_idle"],
         "ecc_uncorrected": 2,
+        "pci": "",  # not asked in that query: no address
     }
 
 
@@ -82,7 +83,7 @@ def test_bits_nvml_does_not_name_and_output_that_is_not_the_csv() -> None:
         parse_gpus("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver")
     with pytest.raises(GpuQueryError, match="fields under"):
         parse_gpus("index, uuid, memory.used [MiB]\n0, GPU-a\n")
-    assert QUERY[1].startswith("--query-gpu=index,name,uuid,memory.used,memory.total,")
+    assert QUERY[1].startswith("--query-gpu=index,name,uuid,pci.bus_id,memory.used,memory.total,")
     assert QUERY[2] == "--format=csv,nounits"
 
 

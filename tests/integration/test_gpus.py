@@ -1,0 +1,89 @@
+"""The GPUs and the driver's Xid errors through real SSH sessions (issue 33): a budget that
+dies in CUDA-graph capture leaves Xid 31 on GPU 0 in the simulated host's kernel log (as the
+real H200 logged it, tests/fixtures/gpu); `status` names it; the fleet reads it at once when
+the crash is seen, on screen or not."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from console.cli import main
+from console.fleet.fleet import Fleet
+from console.hosts.profiles import load_fleet
+from console.local.audit import AuditLog
+from console.sim.fleet import SimFleet, ThreadedSimFleet
+from console.sim.gpus import xid_line
+from console.sim.sglang import Timing
+from console.watch.gpu_reader import GpuReading
+from tests import pace
+
+UNIT = "sglang-k26-ddtree.service"
+ILLEGAL = (
+    "[2026-12-07 12:01:07 TP0] Scheduler hit an exception: torch.AcceleratorError: "
+    "CUDA error: an illegal memory access was encountered"
+)
+
+
+def test_a_capture_crash_leaves_its_xid_and_status_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet = SimFleet(
+        tmp_path / "sim", hosts=1, timing=Timing(load_s=0.3, decode_interval_s=0.1), gpus=4
+    )
+    sim = ThreadedSimFleet(fleet)
+    sim.start()
+    try:
+        profiles = str(fleet.profiles_dir)
+        assert main(["set", "b300", "budget=16", "--yes", "--profiles", profiles]) == 1
+        capsys.readouterr()  # rolled back: the crash in capture
+        assert main(["status", "b300", "--json", "--profiles", profiles]) == 0
+        record = json.loads(capsys.readouterr().out)
+        (xid,) = record["xids"]
+        assert (xid["code"], xid["gpu"], xid["process"]) == (31, 0, "python3")
+        assert xid["hardware"] is False  # a kernel's fault: a configuration can avoid it
+        assert xid["pci"] == "0000:00:06" and "illegal memory access" in xid["meaning"]
+        assert abs(xid["time"] - time.time()) < 120
+        assert [g["pci"] for g in record["gpus"]][:2] == ["00000000:00:06.0", "00000000:00:07.0"]
+        assert main(["status", "b300", "--profiles", profiles]) == 0
+        shown = capsys.readouterr().out
+        assert "b300: Xid 31 on GPU 0 at " in shown and "(python3, pid " in shown
+        audit = [r.command for r in AuditLog().read()]
+        assert any("systemctl" in c for c in audit)
+        assert not any("--dmesg" in c or "nvidia-smi" in c for c in audit)  # reads, not actions
+    finally:
+        sim.stop()
+
+
+async def test_a_crash_reads_the_xid_at_once_for_a_host_off_screen(tmp_path: Path) -> None:
+    fleet = SimFleet(tmp_path / "sim", hosts=1, timing=Timing(load_s=0.1, decode_interval_s=5))
+    await fleet.start()
+    host = fleet.hosts["b300"]
+    host.gpus = ["NVIDIA H100 80GB HBM3"] * 2
+    watcher = Fleet(load_fleet(fleet.profiles_dir), health_s=0)
+    watcher.watched = lambda name: False  # no row on screen: no GPU poll of its own
+    readings: list[GpuReading] = []
+    watcher.on_gpus = readings.append
+    watcher.start()
+    try:
+        deadline = pace.deadline(15)
+        while watcher.followers["b300"].restarts < 1:  # following
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
+        assert readings == []  # off screen: not read
+        host.journal.kernel(xid_line(1, 4242))
+        host.journal.append(UNIT, ILLEGAL)
+        while not readings:
+            assert time.monotonic() < deadline, "the crash did not wake the GPU read"
+            await asyncio.sleep(0.05)
+        (xid,) = readings[0].xids
+        assert (xid.xid.code, xid.gpu, xid.xid.pid) == (31, 1, 4242)
+        assert [g.index for g in readings[0].gpus] == [0, 1]
+    finally:
+        await watcher.stop()
+        await fleet.stop()
