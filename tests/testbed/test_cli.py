@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from console.cli import main
 from console.cli.common import EXIT_UNREACHABLE
+from console.transport import remote
 from tests.testbed.bed import Testbed
 from tests.testbed.hosts import Host
 from tests.testbed.layout import SIM_PYTHON, UNIT
 
 pytestmark = pytest.mark.testbed
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "gpu"
 
 BASELINE_FLAGS = {
     "budget": 8,
@@ -101,3 +106,38 @@ def test_status_of_an_unreachable_host_exits_3(
     assert records[host.name]["connection"] == "unreachable"
     others = [h for h in bed.hosts if h is not host]
     assert all(records[h.name]["connected"] for h in others)
+
+
+def test_gpus_by_the_profiles_program_and_the_kernel_log_through_real_sshd(
+    bed: Testbed, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 33 over OpenSSH: one host's `[gpu] command` prints the real H100's answer (a
+    capture with its own columns: read by the header), the other has no nvidia-smi (the real
+    shell's exit 127: `no GPU tool`, not an error); `journalctl --dmesg` as we call it runs on
+    systemd 252, from the start and after a cursor."""
+    with_gpu, without = bed.hosts[0], bed.hosts[1]
+    tool = with_gpu.directory / "root" / "nvidia-smi"
+    captured = (FIXTURES / "h100-driver-580.159.04-under-load.csv").read_text()
+    tool.write_text(f"#!/bin/sh\ncat <<'EOF'\n{captured}EOF\n")
+    tool.chmod(0o755)
+    profiles = tmp_path / "profiles"
+    shutil.copytree(bed.profiles_dir, profiles)
+    mine = profiles / f"{with_gpu.name}.toml"
+    mine.write_text(mine.read_text() + '\n[gpu]\ncommand = ["/root/nvidia-smi"]\n')
+    try:
+        assert main(["status", "--json", "--profiles", str(profiles)]) == 0
+        records = {r["host"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+        (gpu,) = records[with_gpu.name]["gpus"]
+        assert (gpu["index"], gpu["memory_used_mib"], gpu["memory_total_mib"]) == (0, 20049, 81559)
+        assert (gpu["util_pct"], gpu["power_w"], gpu["sm_clock_mhz"]) == (100, 688.11, 1410)
+        assert gpu["clock_events"] == ["sw_power_cap"] and gpu["power_limit_w"] is None
+        assert records[without.name]["gpus"] == []
+        assert records[without.name]["gpu_problem"].startswith("no GPU tool")
+        assert records[with_gpu.name]["xids"] == records[without.name]["xids"] == []
+    finally:
+        tool.unlink()
+    first = with_gpu.run(*remote.kernel_log(None, 600).argv)  # what read_xids sends
+    (last,) = with_gpu.journal(UNIT, "-n", "1")
+    after = with_gpu.run(*remote.kernel_log(str(last["__CURSOR"]), 600).argv)
+    assert first.returncode == after.returncode == 0
+    assert all("MESSAGE" in json.loads(line) for line in first.stdout.splitlines())
