@@ -46,24 +46,35 @@ def _gib(mib: float | None, fmt: str) -> str:
     return _number(None if mib is None else mib / 1024, fmt)
 
 
+HELD, ECC = 8, 9
+"""The columns drawn in colour: what holds the clocks down (yellow), ECC errors (red)."""
+
+
 def gpu_lines(readings: Sequence[GpuReading]) -> Text:
-    """The newest reading's GPUs, with each one's history from the readings before it."""
+    """The newest reading's GPUs, with each one's history from the readings before it; a GPU
+    the recent readings had and the newest has not (off the bus, or the driver lost it) stays
+    listed, `not in the last read`, in red."""
     newest = readings[-1]
-    if not newest.gpus:
-        return Text(newest.problem or "no GPUs", style="yellow")
     recent = readings[-HISTORY:]
+    indexes = sorted({g.index for r in recent for g in r.gpus})
+    if not indexes:
+        return Text(newest.problem or "no GPUs", style="yellow")
     header = ("gpu", "memory", "", "util", "", "temp", "power", "SM", "held by", "ECC")
     rows: list[tuple[str, ...]] = []
-    for gpu in newest.gpus:
-        past = [_of(r.gpus, gpu.index) for r in recent]
+    for index in indexes:
+        past = [_of(r.gpus, index) for r in recent]
         memory = [
             None if g is None else _share(g.memory_used_mib, g.memory_total_mib) for g in past
         ]
         util = [None if g is None or g.util_pct is None else g.util_pct / 100 for g in past]
+        gpu = past[-1]
+        if gpu is None:
+            rows.append((str(index), "not in the last read", bars(memory), "", bars(util)))
+            continue
         used, total = gpu.memory_used_mib, gpu.memory_total_mib
         rows.append(
             (
-                str(gpu.index),
+                str(index),
                 f"{_gib(used, '{:.1f}')}/{_gib(total, '{:.0f}')} GiB",
                 bars(memory),
                 _number(gpu.util_pct, "{:.0f}%"),
@@ -75,20 +86,21 @@ def gpu_lines(readings: Sequence[GpuReading]) -> Text:
                 _number(gpu.ecc_uncorrected, "{:d}"),
             )
         )
-    widths = [max(len(r[c]) for r in (header, *rows)) for c in range(len(header))]
+    widths = [max(len(r[c]) for r in (header, *rows) if c < len(r)) for c in range(len(header))]
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)), "bold")
-    for row, gpu in zip(rows, newest.gpus, strict=True):
+    for row in rows:
         text.append("\n")
-        for c, (cell, width) in enumerate(zip(row, widths, strict=True)):
-            style = (
-                "yellow"
-                if c == 9 and gpu.slowed
-                else "bold red"
-                if c == 10 and gpu.ecc_uncorrected
-                else ""
-            )
-            text.append(cell.ljust(width) + ("  " if c < len(row) - 1 else ""), style)
+        missing = len(row) < len(header)
+        for c, cell in enumerate(row):
+            style = "bold red" if missing and c == 1 else ""
+            if c == HELD and cell != "-":
+                style = "yellow"  # the clocks are held down: tok/s falls with no log line
+            elif c == ECC and cell not in ("-", "0"):
+                style = "bold red"
+            text.append(cell, style)
+            if c < len(row) - 1:
+                text.append(" " * (widths[c] - len(cell) + 2))
     return text
 
 

@@ -9,6 +9,7 @@ from console.cli.common import err, out
 from console.hosts.events import RolloutFinished, RolloutOutcome
 from console.service.flags import format_value
 from console.tuning.change import ChangeOutcome
+from console.watch.gpus import fullest_text
 
 EXCERPT_SHOWN = 25
 """Lines of the failed invocation's journal printed (the history keeps more)."""
@@ -66,6 +67,10 @@ def _report_result(result: RolloutFinished, intent: str) -> None:
         err.print(f"journal of the failed invocation {result.failed_invocation or '?'}:")
         for line in result.excerpt[-EXCERPT_SHOWN:]:
             err.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+    for xid in result.xids:  # the driver's side of the crash
+        say(f"[red]{name}: {escape(xid)}[/red]")
+    if (memory := fullest_text(result.gpus_at_ready)) is not None:
+        say(f"{name}: GPU memory with the new setting at ready: {memory}")
     values = " ".join(f"{k}={format_value(v)}" for k, v in result.flags.items())
     if result.outcome is RolloutOutcome.ROLLED_BACK:
         say(

@@ -227,7 +227,10 @@ def _experiment_outcome(experiment: Experiment) -> str:
         return f"kept{measured}"
     why = experiment.signature or experiment.reason or experiment.outcome
     phase = f" during {experiment.phase}" if experiment.signature and experiment.phase else ""
-    return f"**{experiment.outcome.replace('_', ' ')}**: {why}{phase}{measured}"
+    gpus = "".join(f"; {xid}" for xid in experiment.xids)  # the driver's side of the crash
+    if experiment.gpu_memory:
+        gpus += f"; at ready: {experiment.gpu_memory}"
+    return f"**{experiment.outcome.replace('_', ' ')}**: {why}{phase}{gpus}{measured}"
 
 
 def _ledger_best(

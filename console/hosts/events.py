@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 import msgspec
 
@@ -334,6 +335,12 @@ class RolloutFinished:
     untouched: bool = False
     """Refused before anything on the host changed (its history unreadable, the link down
     at the start): no experiment to record."""
+    xids: tuple[str, ...] = ()
+    """The GPU driver's Xid errors within 30 s of the crash (`Xid 31 on GPU 0 at …`)."""
+    gpus_at_ready: tuple[dict[str, Any], ...] = ()
+    """The GPUs read when the new setting's server answered ready (`status --json`'s shape)."""
+    gpus_at_crash: tuple[dict[str, Any], ...] = ()
+    """The GPUs read right after the crash."""
 
     @property
     def ok(self) -> bool:

@@ -286,6 +286,8 @@ class GpuConfig(_Strict):
     """Seconds between two reads, for the hosts on screen (the TUI and `watch`)."""
     enabled: Annotated[bool, Field(strict=True)] = True
     """false: specops never runs the command (a host without NVIDIA GPUs)."""
+    timeout_s: float = Field(default=20.0, gt=0, le=300)
+    """How long one read may take: a GPU off the bus can hang nvidia-smi, never the poll."""
 
     @field_validator("command")
     @classmethod

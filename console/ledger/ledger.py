@@ -42,6 +42,7 @@ from console.service.status import read_status
 from console.transport import remote
 from console.transport.host_files import read_json_files, replace_file, unit_state_dir
 from console.transport.ssh import CommandFailed, HostSession, RemoteError
+from console.watch.gpus import fullest_text
 from console.watch.journal import decode_lines
 from console.watch.sglang import DecodeBatch, parse_line
 
@@ -135,6 +136,10 @@ class Experiment:
     the crash that made it roll back a configuration that had passed its soak)."""
     rollout: str = ""
     """The group rollout it was part of (one id on every host's record); empty for one host."""
+    xids: tuple[str, ...] = ()
+    """The GPU driver's Xid errors within 30 s of its crash (`Xid 31 on GPU 0 at …`)."""
+    gpu_memory: str | None = None
+    """The fullest GPU's memory when the new setting answered ready (`GPU 0 70.1 of 80 GiB`)."""
 
     @property
     def kept(self) -> bool:
@@ -151,6 +156,9 @@ class Experiment:
     def record(self) -> dict[str, Any]:
         data = asdict(self)
         data["format"] = FORMAT
+        for name in ("xids", "gpu_memory"):  # absent when empty: older records hash the same
+            if not data[name]:
+                del data[name]
         return data
 
     @property
@@ -175,6 +183,7 @@ class Experiment:
 
         names = {k for k in cls.__dataclass_fields__ if k not in ("before", "after")}
         kept = {k: v for k, v in data.items() if k in names}
+        kept["xids"] = tuple(str(x) for x in kept.get("xids") or ())
         return cls(before=side(data["before"]), after=side(data["after"]), **kept)
 
 
@@ -411,6 +420,8 @@ async def record_rollout(
         action=action.value,
         cause=cause,
         rollout=rollout,
+        xids=result.xids,
+        gpu_memory=fullest_text(result.gpus_at_ready),
     )
     try:
         cached = f"only the console has it: {await asyncio.to_thread(save, experiment)}"

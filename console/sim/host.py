@@ -165,6 +165,9 @@ class SimHost:
         self.gpus: list[str] = []
         """The GPUs `nvidia-smi` lists, by name, in index order; none (the default): the host
         has no nvidia-smi, as a simulated host has no GPU."""
+        self.gpu_hang = False
+        """Fault: `nvidia-smi` answers nothing until it is cleared or its caller gives up (a
+        GPU fallen off the bus hangs the driver's tools)."""
         self.sftp_sessions = 0
         """SFTP sessions opened so far (commands above do not show them)."""
         self.sftp_abort_after: int | None = None
@@ -582,6 +585,9 @@ async def _nvidia_smi(
     if not host.gpus:
         process.stderr.write("sh: 1: nvidia-smi: not found\n")
         return 127
+    # Polled: a channel's closing has no event to wait on, and the fault is a plain flag.
+    while host.gpu_hang and not process.channel.is_closing():  # noqa: ASYNC110
+        await asyncio.sleep(0.05)
     query = next((a.partition("=")[2] for a in argv if a.startswith("--query-gpu=")), "")
     fmt = next((a.partition("=")[2] for a in argv if a.startswith("--format=")), "")
     server = host.unit.server

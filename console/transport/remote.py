@@ -151,7 +151,7 @@ def unit_starts(unit: str, since_s: int) -> Command:
     return Command(tuple(argv))
 
 
-def kernel_log(after_cursor: str | None, since_s: int) -> Command:
+def kernel_log(after_cursor: str | None, since_s: int, *, audited: bool = False) -> Command:
     """The kernel's lines (`--dmesg`: this boot) after `after_cursor`, else those of the last
     `since_s` seconds: where the NVIDIA driver logs its Xid errors. Filtered here, not with
     `--grep` (a journalctl built without PCRE2 refuses it)."""
@@ -161,7 +161,7 @@ def kernel_log(after_cursor: str | None, since_s: int) -> Command:
         argv.append(f"--after-cursor={_cursor(after_cursor)}")
     else:
         argv.append(f"--since={int(since_s)} seconds ago")
-    return Command(tuple(argv), audited=False)
+    return Command(tuple(argv), audited=audited)
 
 
 def journal_follow(unit: str, after_cursor: str | None) -> Command:
@@ -323,13 +323,15 @@ def gpu_names() -> Command:
     return Command(("nvidia-smi", "--query-gpu=name", "--format=csv,noheader"))
 
 
-def gpu_query(program: Sequence[str], arguments: Sequence[str]) -> Command:
+def gpu_query(
+    program: Sequence[str], arguments: Sequence[str], *, audited: bool = False
+) -> Command:
     """The profile's GPU program (`nvidia-smi`, or `docker exec C nvidia-smi`) with the
-    query's arguments after it: one argv."""
+    query's arguments after it: one argv. Not audited as a poll; audited as a rollout's read."""
     if not program or program[0].startswith("-"):
         raise UnsafeArgument(f"GPU program {list(program)!r} does not start with a program")
     argv = tuple(_clean(a, "GPU program argument") for a in (*program, *arguments))
-    return Command(argv, audited=False)
+    return Command(argv, audited=audited)
 
 
 # --- the operator's own benchmark command ----------------------------------------------

@@ -17,6 +17,8 @@
   roll back (to the last soaked configuration, else the unit's original);
 - `steps.py`: the steps a rollout (and its rollback) is made of;
 - `soak.py`: the soak window and how a failure's stage is named;
+- `gpu_evidence.py`: what the GPUs said around a failed change (at ready, right after the
+  crash) and the driver's Xid errors near it;
 - `history.py`: the host's own history of configurations, and its last good one;
 - `rollback.py`: where a rollback goes (last good, entry N, the original), as a plan;
 - `left_on.py`: which configuration a change that did not end left the host on;

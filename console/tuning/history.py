@@ -94,6 +94,12 @@ class HistoryEntry:
     """What asked for it (ChangeAction: `set`, `rollback`, `probation-rollback`), as the
     audit log and the ledger name it; "" for the original (read from `kind` in entries
     written before)."""
+    xids: Sequence[str] = ()
+    """The GPU driver's Xid errors within 30 s of its crash (`Xid 31 on GPU 0 at …`)."""
+    gpus_at_ready: Sequence[Mapping[str, Any]] = ()
+    """Its GPUs when the server answered ready (`status --json`'s records)."""
+    gpus_at_crash: Sequence[Mapping[str, Any]] = ()
+    """Its GPUs read right after the crash."""
 
     @property
     def what(self) -> str:
@@ -112,6 +118,8 @@ class HistoryEntry:
         data["argv"] = list(self.argv)
         data["environment"] = dict(self.environment)
         data["excerpt"] = list(self.excerpt)
+        for name in ("xids", "gpus_at_ready", "gpus_at_crash"):
+            data[name] = [dict(v) if isinstance(v, Mapping) else v for v in getattr(self, name)]
         return data
 
     @classmethod
@@ -128,6 +136,9 @@ class HistoryEntry:
             if isinstance(value, str):
                 kept[name] = _printable(value)
         kept["excerpt"] = tuple(_printable(str(line)) for line in kept.get("excerpt") or ())
+        kept["xids"] = tuple(_printable(str(line)) for line in kept.get("xids") or ())
+        for name in ("gpus_at_ready", "gpus_at_crash"):
+            kept[name] = tuple(g for g in kept.get(name) or () if isinstance(g, dict))
         if (throughput := kept.get("throughput")) is not None:
             kept["throughput"] = Throughput(
                 mean_tok_s=float(throughput["mean_tok_s"]), n=int(throughput["n"])
@@ -156,6 +167,9 @@ _FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
     "stage": str,
     "exception_line": str,
     "excerpt": list,
+    "xids": list,
+    "gpus_at_ready": list,
+    "gpus_at_crash": list,
     "rollout": str,
     "action": str,
 }
@@ -392,6 +406,9 @@ class Recorder:
             restarts=restarts,
             exception_line=result.exception_line,
             excerpt=tuple(result.excerpt[-EXCERPT_KEPT:]),
+            xids=result.xids,
+            gpus_at_ready=result.gpus_at_ready,
+            gpus_at_crash=result.gpus_at_crash,
         )
         entries = await load(self.session, self.plan.unit)
         numbers = [e.n for e in entries]

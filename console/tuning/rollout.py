@@ -40,6 +40,7 @@ from console.service.flags import read_flags
 from console.service.unit import effective_service, without_file
 from console.transport import remote
 from console.transport.ssh import Disconnected, RemoteError
+from console.tuning.gpu_evidence import at_crash
 from console.tuning.history import HistoryError, abandoned_note
 from console.tuning.invocation import InvocationWatch
 from console.tuning.left_on import ROLLBACK_FAILED
@@ -219,6 +220,11 @@ class Rollout(RolloutSteps):
         if stage is not None:
             after = f", {ready_to_crash:.1f}s after ready" if ready_to_crash is not None else ""
             reason = f"{reason} [{stage}{after}]"
+        xids: tuple[str, ...] = ()
+        gpus: tuple[dict[str, Any], ...] = ()
+        if self._restarted and signature is not None:  # the GPUs' side of the crash
+            crash_at = watch.crash_at if watch is not None else None
+            xids, gpus = await at_crash(self.session, self.profile, crash_at)
         report: dict[str, Any] = {
             "reason": reason,
             "signature": signature,
@@ -228,6 +234,9 @@ class Rollout(RolloutSteps):
             "stage": stage,
             "ready_to_crash_s": ready_to_crash,
             "exception_line": exception_line,
+            "xids": xids,
+            "gpus_at_ready": self._gpus_at_ready,
+            "gpus_at_crash": gpus,
         }
         if not self._touched:
             return self._finished(

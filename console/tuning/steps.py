@@ -39,6 +39,7 @@ from console.transport.ssh import (
     RemoteError,
     Result,
 )
+from console.tuning.gpu_evidence import gpus_now
 from console.tuning.history import Recorder
 from console.tuning.invocation import InvocationWatch
 from console.tuning.plan import Plan
@@ -123,6 +124,7 @@ class RolloutSteps:
         self._abandoned: tuple[str, ...] = ()
         self._failed_restarts: int | None = None
         self._cat = ""
+        self._gpus_at_ready: tuple[dict[str, Any], ...] = ()
 
     @property
     def soak_s(self) -> float:
@@ -365,6 +367,8 @@ class RolloutSteps:
         if healthy:
             self._ready = True
             self._step(RolloutStep.READY, "ok", f"healthy after {elapsed:.0f}s")
+            if not self._rollback:  # what the GPUs hold with the new setting, for a crash
+                self._gpus_at_ready = await gpus_now(self.session, self.profile)
             return True
         if elapsed > timeout:
             raise StepFailure(

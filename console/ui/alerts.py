@@ -41,7 +41,8 @@ class Alerts(Shell):
         if fresh and now - self._notified.get(key, -ALERT_TIMEOUT_S) >= ALERT_TIMEOUT_S:
             self._notified[key] = now
             title = f"crash on {crash.host}"
-            text = alert_text(crash)
+            near = [x.text() for x in self.xids if x.host == crash.host and x.near(crash.timestamp)]
+            text = "\n".join([alert_text(crash), *near])  # an Xid read before the crash came
             self.notify(text, title=title, severity="error", timeout=NOTIFY_TIMEOUT_S, markup=False)
 
     @on(LeftOnUpdated)

@@ -25,10 +25,6 @@ from console.transport.ssh import ConnState, HostSession, RemoteError
 from console.watch.gpus import QUERY, GpuQueryError, GpuState, parse_gpus
 from console.watch.xid_reader import XidSeen, read_xids
 
-READ_TIMEOUT_S = 20.0
-"""nvidia-smi answers in well under a second; one that hangs (a GPU off the bus) must not
-hold the poll."""
-
 NO_TOOL_FACTOR = 30
 """A host without the program is asked again this many intervals later (5 min by default):
 a driver installed meanwhile is found, and nothing is asked every few seconds in vain."""
@@ -68,11 +64,14 @@ def _first_line(*texts: str) -> str:
     return ""
 
 
-async def read_gpus(session: HostSession, config: GpuConfig, now: float) -> GpuReading:
-    """The host's GPUs now. Raises what `session.run` raises for a link that went."""
+async def read_gpus(
+    session: HostSession, config: GpuConfig, now: float, *, audited: bool = False
+) -> GpuReading:
+    """The host's GPUs now (`audited`: written to the audit log, as part of an action).
+    Raises what `session.run` raises for a link that went."""
     program = shlex.join(config.command)
-    command = remote.gpu_query(config.command, QUERY[1:])
-    result = await session.run(command, timeout=READ_TIMEOUT_S, check=False)
+    command = remote.gpu_query(config.command, QUERY[1:], audited=audited)
+    result = await session.run(command, timeout=config.timeout_s, check=False)
     said = _first_line(result.stderr, result.stdout)
     if result.returncode == NOT_FOUND:
         return GpuReading(
@@ -90,12 +89,12 @@ async def read_gpus(session: HostSession, config: GpuConfig, now: float) -> GpuR
 
 
 async def read_all(
-    session: HostSession, config: GpuConfig, now: float, after: str | None
+    session: HostSession, config: GpuConfig, now: float, after: str | None, *, audited: bool = False
 ) -> tuple[GpuReading, str | None]:
     """The GPUs and the Xids the kernel logged after cursor `after`, and the cursor to go on
     from. Raises what `session.run` raises for a link that went."""
-    reading = await read_gpus(session, config, now)
-    xids, cursor = await read_xids(session, after, reading.gpus)
+    reading = await read_gpus(session, config, now, audited=audited)
+    xids, cursor = await read_xids(session, after, reading.gpus, audited=audited)
     return replace(reading, xids=tuple(xids)), cursor
 
 

@@ -263,12 +263,30 @@ def summary(gpus: Sequence[GpuState], *, count: bool = True) -> str:
 
 def gpus_of(record: Mapping[str, Any]) -> list[GpuState]:
     """The GPUs of a `status --json` record (its `gpus`), as states again."""
+    return states(record.get("gpus") or ())
+
+
+def states(records: Sequence[Mapping[str, Any]]) -> list[GpuState]:
+    """GPU records (`GpuState.record()`, as a history entry keeps them) as states again; a
+    record that is not one (a hostile file's) is left out."""
     found = []
-    for gpu in record.get("gpus") or ():
+    for gpu in records:
         fields = {k: v for k, v in gpu.items() if k in GpuState.__dataclass_fields__}
-        fields["clock_events"] = tuple(fields.get("clock_events") or ())
-        found.append(GpuState(uuid=gpu.get("uuid", ""), **fields))
+        fields["clock_events"] = tuple(str(e) for e in fields.get("clock_events") or ())
+        try:
+            found.append(GpuState(uuid=str(gpu.get("uuid", "")), **fields))
+        except TypeError:
+            continue
     return found
+
+
+def fullest_text(records: Sequence[Mapping[str, Any]]) -> str | None:
+    """`GPU 0 70.1 of 80 GiB`: the fullest GPU's memory; None without a reading."""
+    top = fullest(states(records))
+    if top is None or not isinstance(top.memory_used_mib, int | float):
+        return None
+    used, total = (top.memory_used_mib or 0) / 1024, (top.memory_total_mib or 0) / 1024
+    return f"GPU {top.index} {used:.1f} of {total:.0f} GiB"
 
 
 def pci_key(address: str) -> tuple[int, int, int] | None:

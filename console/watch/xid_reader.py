@@ -98,12 +98,16 @@ def parse_kernel_log(
 
 
 async def read_xids(
-    session: HostSession, after: str | None, gpus: Sequence[GpuState] = ()
+    session: HostSession,
+    after: str | None,
+    gpus: Sequence[GpuState] = (),
+    *,
+    audited: bool = False,
 ) -> tuple[list[XidSeen], str | None]:
     """The Xids logged since cursor `after` (None: in the last LOOK_BACK_S), and the cursor to
     read on from (`after` again when nothing new was read; None when the log could not be
     read from there)."""
-    command = remote.kernel_log(after, LOOK_BACK_S)
+    command = remote.kernel_log(after, LOOK_BACK_S, audited=audited)
     result = await session.run(command, timeout=READ_TIMEOUT_S, check=False)
     if result.returncode != 0:  # a cursor gone with a rotated journal too: the next read
         return [], None  # looks back LOOK_BACK_S again (the poll drops what it has seen)

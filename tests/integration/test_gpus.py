@@ -19,8 +19,11 @@ from console.local.audit import AuditLog
 from console.sim.fleet import SimFleet, ThreadedSimFleet
 from console.sim.gpus import xid_line
 from console.sim.sglang import Timing
+from console.transport.host_files import STATE_ROOT
+from console.tuning.history import history_path
 from console.watch.gpu_reader import GpuReading
 from tests import pace
+from tests.stand_ins import FakeClock
 
 UNIT = "sglang-k26-ddtree.service"
 ILLEGAL = (
@@ -40,7 +43,16 @@ def test_a_capture_crash_leaves_its_xid_and_status_names_it(
     try:
         profiles = str(fleet.profiles_dir)
         assert main(["set", "b300", "budget=16", "--yes", "--profiles", profiles]) == 1
-        capsys.readouterr()  # rolled back: the crash in capture
+        said = capsys.readouterr().out  # rolled back: the crash in capture
+        assert "b300: Xid 31 on GPU 0 at " in said and "illegal memory access" in said
+        # The crash's history entry keeps its Xid and the GPUs as they were just after.
+        history = fleet.hosts["b300"].local(history_path(UNIT, STATE_ROOT))
+        entry = json.loads(history.read_text())["entries"][-1]
+        assert entry["outcome"] == "rolled_back" and entry["signature"] == "illegal_memory_access"
+        (xid_text,) = entry["xids"]
+        assert xid_text.startswith("Xid 31 on GPU 0 at ") and "(python3, pid " in xid_text
+        assert [g["index"] for g in entry["gpus_at_crash"]] == [0, 1, 2, 3]
+        assert entry["gpus_at_ready"] == []  # it died in capture: never ready
         assert main(["status", "b300", "--json", "--profiles", profiles]) == 0
         record = json.loads(capsys.readouterr().out)
         (xid,) = record["xids"]
@@ -52,9 +64,12 @@ def test_a_capture_crash_leaves_its_xid_and_status_names_it(
         assert main(["status", "b300", "--profiles", profiles]) == 0
         shown = capsys.readouterr().out
         assert "b300: Xid 31 on GPU 0 at " in shown and "(python3, pid " in shown
+        # The change's own reads are in the audit log (one of each, at the crash); status's
+        # are not: reads that change nothing, run every poll in the TUI.
         audit = [r.command for r in AuditLog().read()]
-        assert any("systemctl" in c for c in audit)
-        assert not any("--dmesg" in c or "nvidia-smi" in c for c in audit)  # reads, not actions
+        ran = fleet.hosts["b300"].commands
+        for word in ("nvidia-smi", "--dmesg"):
+            assert sum(word in c for c in audit) == 1 and sum(word in c for c in ran) == 3
     finally:
         sim.stop()
 
@@ -84,6 +99,45 @@ async def test_a_crash_reads_the_xid_at_once_for_a_host_off_screen(tmp_path: Pat
         (xid,) = readings[0].xids
         assert (xid.xid.code, xid.gpu, xid.xid.pid) == (31, 1, 4242)
         assert [g.index for g in readings[0].gpus] == [0, 1]
+    finally:
+        await watcher.stop()
+        await fleet.stop()
+
+
+async def test_a_hung_nvidia_smi_times_out_and_the_poll_goes_on(tmp_path: Path) -> None:
+    """A GPU off the bus hangs the driver's tools: the read gives up after `[gpu] timeout_s`,
+    says so, and the next poll reads again, a GPU fewer."""
+    fleet = SimFleet(tmp_path / "sim", hosts=1, timing=Timing(load_s=0.1, decode_interval_s=5))
+    await fleet.start()
+    host = fleet.hosts["b300"]
+    host.gpus = ["NVIDIA H100 80GB HBM3"] * 2
+    profile = fleet.profiles_dir / "b300.toml"
+    profile.write_text(profile.read_text() + "\n[gpu]\ntimeout_s = 0.5\ninterval_s = 5\n")
+    clock = FakeClock()
+    watcher = Fleet(load_fleet(fleet.profiles_dir), health_s=0, clock=clock)
+    readings: list[GpuReading] = []
+    watcher.on_gpus = readings.append
+    watcher.start()
+
+    async def next_reading() -> GpuReading:
+        seen = len(readings)
+        deadline = pace.deadline(15)
+        while len(readings) == seen:
+            assert time.monotonic() < deadline, "no reading"
+            clock.advance(5)  # the poll's interval on the fleet's clock
+            await asyncio.sleep(0.05)
+        return readings[-1]
+
+    try:
+        first = await next_reading()
+        assert [g.index for g in first.gpus] == [0, 1] and first.problem is None
+        host.gpu_hang = True
+        hung = await next_reading()
+        assert hung.gpus == () and "timed out after 0.5s" in (hung.problem or "")
+        host.gpu_hang = False
+        host.gpus = host.gpus[:1]  # GPU 1 is gone from the bus
+        after = await next_reading()
+        assert [g.index for g in after.gpus] == [0] and after.problem is None
     finally:
         await watcher.stop()
         await fleet.stop()

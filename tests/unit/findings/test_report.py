@@ -300,3 +300,42 @@ def test_a_crash_of_an_earlier_run_in_the_excerpt_is_not_pinned_on_the_running_o
     assert "1 crash(es) of earlier runs in the excerpt" in row and "**crashed**" not in row
     (crash,) = [line for line in report.splitlines() if "an earlier run: " in line]
     assert "illegal memory access" in crash
+
+
+def test_a_crash_with_its_xid_says_the_gpus_side_in_the_report(tmp_path: Path) -> None:
+    """Issue 33: `illegal_memory_access …; Xid 31 on GPU 0 at 12:01:06 …; at ready: GPU 0
+    70.1 of 80 GiB` in the change's row, from the experiment the rollout recorded."""
+    from console.ledger.ledger import Experiment, Side, load, save
+
+    xid = (
+        "Xid 31 on GPU 0 at 12:01:06 (python3, pid 4014): GPU memory page fault: a kernel's "
+        "illegal memory access"
+    )
+    package = tmp_path / "pkg"
+    ledger = package / "experiments" / "b300"
+    crashed = Experiment(
+        "b300",
+        "u",
+        "2026-12-03T12:00:00+00:00",
+        "2026-12-03T12:02:00+00:00",
+        "rolled_back",
+        Side("a" * 32, {"budget": 8}),
+        Side("b" * 32, {"budget": 16}),
+        signature="illegal_memory_access",
+        phase="decoding",
+        xids=(xid,),
+        gpu_memory="GPU 0 70.1 of 80 GiB",
+    )
+    save(crashed, ledger)
+    ((_, again),) = load("b300", ledger)
+    assert again == crashed  # the record keeps both
+    (row,) = [
+        line for line in build_report(package).splitlines() if "budget=16" in line and "|" in line
+    ]
+    row = row.replace("\\", "")
+    assert (
+        "rolled back**: illegal_memory_access during decoding; Xid 31 on GPU 0 at 12:01:06" in row
+    )
+    assert "; at ready: GPU 0 70.1 of 80 GiB" in row
+    plain = Experiment("b300", "u", "s", "f", "kept", Side("a", {}), Side("b", {}))
+    assert "xids" not in plain.record() and "gpu_memory" not in plain.record()  # ids unchanged
