@@ -7,7 +7,8 @@
 - `transfer.py`: SFTP into `.part`, hash while downloading, publish without overwriting;
 - `digests.py`: hashes computed on the host (openssl, sha256sum);
 - `manifest.py`: `MANIFEST.sha256`, byte-sorted, and `verify`;
-- `excerpt.py`: the filtered journal excerpt, never a crash cut short.
+- `excerpt.py`: the filtered journal excerpt, never a crash cut short;
+- `gpus_file.py`: `gpus.json`: the GPUs at the snapshot and the Xid errors of the last minutes.
 
 Who may import it: `findings`, the simulator (for the manifest format), the CLI, the app
 and widgets. It imports `ledger`, `service`, `watch`, `local`, `transport` and `hosts`.

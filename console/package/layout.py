@@ -47,6 +47,9 @@ SNAPSHOTS_DIR = "snapshots"
 SERVICES_DIR = "services"
 EXCERPT_NAME = "journal_excerpt.txt"
 EXECSTART_NAME = "current_execstart.txt"
+GPUS_NAME = "gpus.json"
+"""The GPUs at the snapshot and the driver's Xid errors of the last ten minutes (hosts with
+nvidia-smi only)."""
 
 
 class SnapshotError(Exception):

@@ -9,7 +9,9 @@ claim a complete snapshot). When every host is done, each package's manifest is 
 
 What goes where, and the checks made before any host is contacted (`plan`), are in
 console/package/layout.py; how a file gets in without ever being half-written or replaced is in
-console/package/transfer.py.
+console/package/transfer.py. It is one module past 500 lines because one host's snapshot is
+one sequence of steps (`_HostSnapshot.run`) read top to bottom; the pieces it calls live in
+their own modules (excerpt, bench globs, transfer, gpus_file).
 """
 
 from __future__ import annotations
@@ -37,10 +39,12 @@ from console.local.redaction import REDACTED, is_secret_name, redact_text
 from console.package.bench_globs import Bench, bench_files, host_glob
 from console.package.digests import HostDigests
 from console.package.excerpt import Excerpt, build_excerpt
+from console.package.gpus_file import gpus_json
 from console.package.layout import (
     EXCERPT_NAME,
     EXECSTART_NAME,
     FORMAT,
+    GPUS_NAME,
     SERVICES_DIR,
     Artifact,
     Job,
@@ -264,10 +268,12 @@ class _HostRun:
                 read_with=inv_cmd.shell(profile.ssh.sudo),
             )
 
+        gpus = await gpus_json(session, profile, self.result.notes)
+
         tracker.emit(SnapshotStage.TRANSFER)
         async with session.sftp() as sftp:
             bench = await bench_files(session, sftp, art, self.result)
-            tracker.files_total = len(bench) + 3
+            tracker.files_total = len(bench) + 3 + (gpus is not None)
             tracker.bytes_total = sum(b.size for b in bench)
             logs = pkg / f"{host}_logs"
             unit_ref = refetch_command(profile, cat_cmd)
@@ -289,6 +295,14 @@ class _HostRun:
                 cat_cmd.shell(profile.ssh.sudo),
                 unit_ref,
             )
+            gpus_file = None
+            if gpus is not None:
+                text, command = gpus
+                gpus_file = self._add(
+                    await self._write(logs, GPUS_NAME, text),
+                    command.shell(profile.ssh.sudo),
+                    refetch_command(profile, command),
+                )
             await self._fetch_bench(sftp, bench)
             await self._fetch_campaign_bench(sftp)
         await self._mirror_experiments()
@@ -327,6 +341,7 @@ class _HostRun:
             },
             "statistics": stats,
             "journal": journal,
+            "gpus": gpus_file.path if gpus_file is not None else None,
             "artifacts": [
                 {
                     "path": a.path,

@@ -70,6 +70,15 @@ def test_a_capture_crash_leaves_its_xid_and_status_names_it(
         ran = fleet.hosts["b300"].commands
         for word in ("nvidia-smi", "--dmesg"):
             assert sum(word in c for c in audit) == 1 and sum(word in c for c in ran) == 3
+
+        # The snapshot keeps them beside the excerpt, in the manifest.
+        package = tmp_path / "pkg"
+        assert main(["snapshot", "b300", "--package", str(package), "--profiles", profiles]) == 0
+        kept = json.loads((package / "b300_logs" / "gpus.json").read_text())
+        assert len(kept["gpus"]) == 4 and kept["xids"][0]["code"] == 31
+        (meta,) = (package / "snapshots").glob("b300-*.json")
+        assert json.loads(meta.read_text())["gpus"] == "b300_logs/gpus.json"
+        assert "b300_logs/gpus.json" in (package / "MANIFEST.sha256").read_text()
     finally:
         sim.stop()
 
