@@ -80,6 +80,9 @@ async def test_an_xid_at_a_crash_is_notified_with_it_and_listed_under_A(tmp_path
             app.notify = lambda message, title="", **kw: notes.append((title, str(message)))  # type: ignore[method-assign]
             unit = host.unit
             await until(pilot, lambda: unit.server is not None and unit.server.ready)
+            # Following live (a line logged before the follower's first read is history, no
+            # alert): its first follow started.
+            await until(pilot, lambda: app.fleet.followers["b300"].restarts >= 1)
             host.journal.kernel(xid_line(0, unit.main_pid))  # as the driver logs it
             host.journal.append(unit.name, ILLEGAL)
             titles = ("b300: GPU driver error", "crash on b300")
