@@ -45,6 +45,7 @@ from console.transport.ssh import (
     HostState,
     RemoteError,
 )
+from console.watch.dcgm import poll_dcgm
 from console.watch.gpu_reader import GpuReading, poll_gpus
 from console.watch.health import UNREACHABLE, probe_health
 from console.watch.journal import JournalFollower
@@ -211,6 +212,15 @@ class Fleet:
         self._start_gpu_polls()
 
     def _start_gpu_polls(self) -> None:
+        if self.prometheus_url and self.server_metrics_s > 0:
+            # dcgm-exporter's series in Prometheus stand in for nvidia-smi over SSH.
+            profiles = [p for p in self.profiles.values() if p.gpu.enabled]
+            poll = poll_dcgm(
+                self.prometheus_url, profiles, self._gpus_read, self.server_metrics_s,
+                clock=self.clock,
+            )  # fmt: skip
+            self._tasks.append(asyncio.create_task(poll, name="gpus:prometheus"))
+            return
         for name, session in self.sessions.items():
             if not session.profile.gpu.enabled:
                 continue

@@ -1,5 +1,6 @@
 """The simulated fleet: SSH servers in this process that behave like GPU hosts running SGLang.
 
+- `dcgm.py`: a simulated host's dcgm-exporter page (the GPUs for a Prometheus to scrape);
 - `failures.py`: when a simulated server dies: the real incident timeline, with timings tests
   can shrink;
 - `fleet.py`: a simulated GPU fleet: N simulated hosts plus the profiles, key and known_hosts

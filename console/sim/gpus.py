@@ -72,7 +72,8 @@ STATIC_POOL = 0.88
 """The share of a card SGLang takes at start for weights and KV cache (mem_fraction_static)."""
 
 
-def _reading(name: str, index: int, phase: Phase) -> dict[str, str]:
+def reading(name: str, index: int, phase: Phase) -> dict[str, str]:
+    """GPU `index`'s fields as nvidia-smi names them, without units."""
     card = CARDS.get(name, DEFAULT_CARD)
     used = {
         "idle": 0,
@@ -106,18 +107,18 @@ def answer(names: list[str], fields: list[str], fmt: str, phase: Phase) -> str:
     """The tool's stdout for `--query-gpu=FIELDS --format=FMT` on GPUs `names`."""
     options = set(fmt.split(","))
     headers = [_HEADERS.get(f, f) for f in fields]
-    readings = [_reading(n, i, phase) for i, n in enumerate(names)]
+    readings = [reading(n, i, phase) for i, n in enumerate(names)]
     for field, header in zip(fields, headers, strict=True):
         if header not in readings[0]:
             raise UnknownField(field)
     lines = []
     if "noheader" not in options:
         lines.append(", ".join(f"{h} [{_UNITS[h]}]" if h in _UNITS else h for h in headers))
-    for reading in readings:
+    for row in readings:
         cells = []
         for header in headers:
             unit = _UNITS.get(header)
-            value = reading[header]
+            value = row[header]
             cells.append(f"{value} {unit}" if unit and "nounits" not in options else value)
         lines.append(", ".join(cells))
     return "".join(f"{line}\n" for line in lines)

@@ -1,5 +1,5 @@
-"""A simulated host's SGLang HTTP port on 127.0.0.1 of this machine, for a scraper that is not
-on the host.
+"""A simulated host's SGLang HTTP port (and its dcgm-exporter) on 127.0.0.1 of this machine,
+for a scraper that is not on the host.
 
 The simulated hosts answer HTTP only inside their SSH connections (the console reaches the
 server through a direct TCP channel, as on a real fleet). A Prometheus scrapes its targets
@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 
+from console.sim import dcgm
+from console.sim.gpus import Phase
 from console.sim.host import SimHost
 from console.sim.http import TextPage, serve_http
 
@@ -27,6 +29,25 @@ async def serve_on_loopback(host: SimHost) -> asyncio.Server:
         if server is None or server.config is None:
             return 503, {"error": "the service is not running"}
         return server.handle_http(method, path, body, headers)
+
+    return await asyncio.start_server(
+        lambda reader, writer: serve_http(reader, writer, route), "127.0.0.1", 0
+    )
+
+
+async def serve_dcgm_on_loopback(host: SimHost) -> asyncio.Server:
+    """The host's dcgm-exporter (console/sim/dcgm.py) on 127.0.0.1, a free port: what a
+    Prometheus scrapes for the GPUs (`:9400/metrics` on a real node)."""
+
+    def route(
+        method: str, path: str, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, dict[str, object] | TextPage]:
+        if path.split("?", 1)[0] != "/metrics":
+            return 404, {"error": "not found"}
+        server = host.unit.server
+        phase: Phase = "idle" if server is None else "serving" if server.ready else "loading"
+        text = dcgm.page(host.name, host.gpus, phase, host.unit.xids)
+        return 200, TextPage(lambda accept: (dcgm.TEXT, text))
 
     return await asyncio.start_server(
         lambda reader, writer: serve_http(reader, writer, route), "127.0.0.1", 0

@@ -72,6 +72,8 @@ class SimUnit:
         self._task: asyncio.Task[None] | None = None
         self._starts: list[float] = []
         self._next_pid = 4000
+        self.xids: dict[int, int] = {}
+        """The last Xid code each GPU logged (dcgm-exporter's `DCGM_FI_DEV_XID_ERRORS`)."""
         self.gpus: Callable[[], int] = lambda: 0
         """How many GPUs the host has (its nvidia-smi's): with any, an illegal memory access
         leaves the driver's Xid in the kernel's log, on GPU 0 (TP rank 0's)."""
@@ -226,6 +228,7 @@ class SimUnit:
     def _xid(self, pid: int) -> None:
         if self.gpus():
             self.journal.kernel(xid_line(0, pid))
+            self.xids[0] = 31  # what dcgm-exporter reports as GPU 0's last Xid
 
     async def _supervise(self, server: SimSGLang) -> None:
         status = await server.run()

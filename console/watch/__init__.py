@@ -16,6 +16,7 @@
 - `gpus.py`: the GPUs as `nvidia-smi --query-gpu` reports them (memory, power, clock events);
 - `gpu_reader.py`: one read of a host's GPUs through its session, and the poll of the hosts on
   screen (`no GPU tool` said once);
+- `dcgm.py`: the GPUs and Xids from dcgm-exporter's series in Prometheus, for the whole fleet;
 - `xid.py`: the driver's Xid errors from the kernel log, with what each code means;
 - `xid_reader.py`: a host's Xid errors read from its kernel log (`journalctl --dmesg`), each
   on the GPU at its PCI address, and whether it is near a crash;

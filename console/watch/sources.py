@@ -121,7 +121,8 @@ def instance_host(instance: str) -> str:
     return host.strip("[]")
 
 
-def _owners(profiles: Sequence[Profile]) -> dict[str, str]:
+def owners_of(profiles: Sequence[Profile]) -> dict[str, str]:
+    """Host names and `[ssh] host` addresses → profile names (a name wins)."""
     owners: dict[str, str] = {}
     for profile in profiles:
         owners.setdefault(profile.ssh.host, profile.name)
@@ -147,7 +148,7 @@ async def from_prometheus(
     answers = await asyncio.gather(
         *(query_range(url, QUERIES[n], start=start, end=end, step=step, via=via) for n in names)
     )
-    owners = _owners(profiles)
+    owners = owners_of(profiles)
     first: dict[str, dict[str, float]] = {}
     last: dict[str, dict[str, float]] = {}
     stamp: dict[str, float] = {}
