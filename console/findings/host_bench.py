@@ -10,7 +10,6 @@ looking, the snapshot is for keeping.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import cast
 
 import asyncssh
 
@@ -19,6 +18,7 @@ from console.findings.bench_files import with_ledger_config
 from console.ledger.ledger import load_from_host
 from console.package.bench_globs import bench_files
 from console.package.names import shown
+from console.package.transfer import read_file
 from console.transport.ssh import Disconnected, HostSession, RemoteError
 
 
@@ -42,8 +42,7 @@ async def read_host_bench(session: HostSession) -> HostBench:
         for item in await bench_files(session, sftp, session.profile.artifacts, found):
             try:
                 source = item.source.encode("utf-8", "surrogateescape")
-                async with sftp.open(source, "rb", encoding=None) as f:
-                    data = cast(bytes, await f.read(item.size))  # no encoding: bytes
+                data = await read_file(sftp, source)
             except asyncssh.SFTPError as exc:
                 found.notes.append(f"{shown(item.source)}: skipped: {exc.reason}")
                 continue

@@ -271,6 +271,22 @@ async def _download(sftp: asyncssh.SFTPClient, source: str, part: Path, progress
     return digest.hexdigest()
 
 
+async def read_file(sftp: asyncssh.SFTPClient, source: bytes | str) -> bytes:
+    """A whole remote file in memory, read as `_download` reads it: several reads in flight,
+    each awaited or cancelled however the read ends (asyncssh's own `read` of a large size
+    left its parallel reads failing unheard when the link dropped)."""
+    block = sftp.limits.max_read_len or IN_FLIGHT
+    requests = max(4, min(MAX_REQUESTS, IN_FLIGHT // block))
+    parts: dict[int, bytes] = {}
+    async with (
+        sftp.open(source, "rb", block_size=block, encoding=None) as remote_file,
+        contextlib.aclosing(_blocks(remote_file, block, requests)) as blocks,
+    ):
+        async for at, data in blocks:
+            parts[at] = data
+    return b"".join(parts[at] for at in sorted(parts))
+
+
 async def _blocks(
     remote_file: asyncssh.SFTPClientFile, block: int, requests: int
 ) -> AsyncGenerator[tuple[int, bytes], None]:

@@ -16,6 +16,7 @@ import pytest
 from console.cli import build_parser
 from console.cli.snapshot import cmd_snapshot
 from console.cli.verify import cmd_verify
+from console.findings.host_bench import read_host_bench
 from console.hosts.profiles import Profile
 from console.package.manifest import MANIFEST_NAME
 from console.package.transfer import TransferError, fetch
@@ -23,7 +24,7 @@ from console.service.execline import render_execstart
 from console.service.unit import effective_service
 from console.sim.fleet import SimFleet
 from console.sim.host import SimHost
-from console.transport.ssh import HostSession
+from console.transport.ssh import Disconnected, HostSession
 
 UNIT = "sglang-k26-ddtree.service"
 BENCH = "root/bench_results_opt"
@@ -380,3 +381,30 @@ async def test_each_snapshot_names_its_excerpt_so_the_newest_is_found_by_name(
     assert latest != oldest["journal"]["excerpt"]
     assert "accept len: 9.99" in (package / latest).read_text()
     assert "accept len: 9.99" not in (package / "b300_logs/journal_excerpt.txt").read_text()
+
+
+async def test_the_hosts_bench_files_read_over_a_link_that_dies_leave_no_read_unheard(
+    sim: SimFleet, profiles: list[Profile]
+) -> None:
+    """`b` then `h` (the host's files as they are now): a link that dies under a large file
+    is an error naming it, and every read in flight is awaited (asyncssh's own large `read`
+    left them failing unheard: "Task exception was never retrieved" on the suite's stderr)."""
+    host = sim.hosts["b300"]
+    (host.root / BENCH / "big.json").write_bytes(b'{"pad": "' + b"x" * (12 << 20) + b'"}')
+    await quiesce(host)
+    session = HostSession(next(p for p in profiles if p.name == "b300"))
+    session.start()
+    unheard: list[str] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _, c: unheard.append(c["message"]))
+    try:
+        await session.wait_settled(10)
+        whole = await read_host_bench(session)
+        assert "big.json" in {Path(b.path).name for b in whole.files}
+        host.sftp_abort_after = 3 << 20  # the link dies a quarter into big.json
+        with pytest.raises(Disconnected, match=r"big\.json"):
+            await read_host_bench(session)
+        gc.collect()  # a task whose failure nobody awaited is reported when it is collected
+        await asyncio.sleep(0)
+        assert unheard == []
+    finally:
+        await session.close()
