@@ -18,7 +18,17 @@ from tests.testbed.layout import SIM_PYTHON, UNIT
 
 pytestmark = pytest.mark.testbed
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "gpu"
+UNDER_LOAD = (
+    "index, name, uuid, pci.bus_id, memory.used [MiB], memory.total [MiB], "
+    "utilization.gpu [%], temperature.gpu, power.draw [W], power.limit [W], "
+    "clocks.current.sm [MHz], clocks_event_reasons.active, "
+    "ecc.errors.uncorrected.volatile.total\n"
+    "0, NVIDIA H100 80GB HBM3, GPU-8773e22d-9771-f93a-b202-0adbc0199299, 00000000:00:06.0, "
+    "20049, 81559, 100, 51, 688.11, 700.00, 1410, 0x0000000000000004, 0\n"
+)
+"""Our query as the H100 of tests/fixtures/gpu (driver 580.159.04) answers it under load
+(`--format=csv,nounits`: units in the header only): the load capture's readings, the name,
+address and power limit of the same card's idle capture."""
 
 BASELINE_FLAGS = {
     "budget": 8,
@@ -111,14 +121,13 @@ def test_status_of_an_unreachable_host_exits_3(
 def test_gpus_by_the_profiles_program_and_the_kernel_log_through_real_sshd(
     bed: Testbed, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """Issue 33 over OpenSSH: one host's `[gpu] command` prints the real H100's answer (a
-    capture with its own columns: read by the header), the other has no nvidia-smi (the real
-    shell's exit 127: `no GPU tool`, not an error); `journalctl --dmesg` as we call it runs on
-    systemd 252, from the start and after a cursor."""
+    """Issue 33 over OpenSSH: one host's `[gpu] command` answers as the captured H100 under
+    load, the other has no nvidia-smi (the real shell's exit 127: `no GPU tool`, not an error,
+    exit 0); `journalctl --dmesg` as we call it runs on systemd 252, from the start and after
+    a cursor."""
     with_gpu, without = bed.hosts[0], bed.hosts[1]
     tool = with_gpu.directory / "root" / "nvidia-smi"
-    captured = (FIXTURES / "h100-driver-580.159.04-under-load.csv").read_text()
-    tool.write_text(f"#!/bin/sh\ncat <<'EOF'\n{captured}EOF\n")
+    tool.write_text(f"#!/bin/sh\ncat <<'EOF'\n{UNDER_LOAD}EOF\n")
     tool.chmod(0o755)
     profiles = tmp_path / "profiles"
     shutil.copytree(bed.profiles_dir, profiles)
@@ -128,9 +137,10 @@ def test_gpus_by_the_profiles_program_and_the_kernel_log_through_real_sshd(
         assert main(["status", "--json", "--profiles", str(profiles)]) == 0
         records = {r["host"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
         (gpu,) = records[with_gpu.name]["gpus"]
-        assert (gpu["index"], gpu["memory_used_mib"], gpu["memory_total_mib"]) == (0, 20049, 81559)
-        assert (gpu["util_pct"], gpu["power_w"], gpu["sm_clock_mhz"]) == (100, 688.11, 1410)
-        assert gpu["clock_events"] == ["sw_power_cap"] and gpu["power_limit_w"] is None
+        assert (gpu["index"], gpu["name"]) == (0, "NVIDIA H100 80GB HBM3")
+        assert (gpu["memory_used_mib"], gpu["memory_total_mib"]) == (20049, 81559)
+        assert (gpu["util_pct"], gpu["power_w"], gpu["power_limit_w"]) == (100, 688.11, 700)
+        assert gpu["clock_events"] == ["sw_power_cap"] and gpu["sm_clock_mhz"] == 1410
         assert records[without.name]["gpus"] == []
         assert records[without.name]["gpu_problem"].startswith("no GPU tool")
         assert records[with_gpu.name]["xids"] == records[without.name]["xids"] == []
