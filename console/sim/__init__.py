@@ -6,7 +6,7 @@
 - `fleet.py`: a simulated GPU fleet: N simulated hosts plus the profiles, key and known_hosts
   to reach them;
 - `gpus.py`: a simulated host's `nvidia-smi --query-gpu`, in the real H100's shape, following
-  its server (idle, loading, serving at the power cap);
+  its server (idle, loading, serving: the static pool, load, the power cap when heavy);
 - `host.py`: one simulated GPU host: an in-process asyncssh server with journald, systemd,
   files, SGLang;
 - `http.py`: a minimal HTTP/1.x server loop for the simulated SGLang (stdlib only);

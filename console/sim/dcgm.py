@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from console.sim.gpus import Phase, reading
+from console.sim.gpus import Load, Phase, reading
 
 TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -28,9 +28,9 @@ FIELDS = (
 XID_HELP = "Value of the last XID error encountered."
 
 
-def page(host: str, names: list[str], phase: Phase, xids: Mapping[int, int]) -> str:
+def page(host: str, names: list[str], phase: Phase, load: Load, xids: Mapping[int, int]) -> str:
     """The exporter's page for GPUs `names` on `host`; `xids`: the last Xid code by GPU."""
-    readings = [reading(name, index, phase) for index, name in enumerate(names)]
+    readings = [reading(name, index, phase, load) for index, name in enumerate(names)]
 
     def labels(r: Mapping[str, str], extra: str = "") -> str:
         return (

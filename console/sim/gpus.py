@@ -70,17 +70,36 @@ class UnknownField(ValueError):
 
 STATIC_POOL = 0.88
 """The share of a card SGLang takes at start for weights and KV cache (mem_fraction_static)."""
+HEAVY = 0.8
+"""The share of `--max-running-requests` in flight from which the card runs at its power
+cap (the captured H100: 100 %, 688 W of 700 W, `sw_power_cap`, SM clock held at 1410 MHz)."""
+IDLE_W = 74.87
 
 
-def reading(name: str, index: int, phase: Phase) -> dict[str, str]:
-    """GPU `index`'s fields as nvidia-smi names them, without units."""
+@dataclass(frozen=True)
+class Load:
+    """What the server does to its GPUs: the share of its request slots in use, and the share
+    of each card its static pool took (`--mem-fraction-static`)."""
+
+    running: float = 1.0
+    mem_fraction: float = STATIC_POOL
+
+
+def reading(name: str, index: int, phase: Phase, load: Load = Load()) -> dict[str, str]:
+    """GPU `index`'s fields as nvidia-smi names them, without units. Serving, memory is the
+    static pool whatever is in flight; utilization and power follow the requests in flight,
+    and a heavy load holds the card at its power cap."""
     card = CARDS.get(name, DEFAULT_CARD)
     used = {
         "idle": 0,
         "loading": card.memory_mib // 4,
-        "serving": int(card.memory_mib * STATIC_POOL),
+        "serving": int(card.memory_mib * load.mem_fraction),
     }[phase]
-    busy = phase == "serving"
+    share = min(1.0, max(0.0, load.running)) if phase == "serving" else 0.0
+    capped = share >= HEAVY
+    peak = card.power_limit_w * 0.983
+    power = peak if capped else IDLE_W + (peak - IDLE_W) * share / HEAVY * 0.9
+    events = 0x4 if capped else 0x0 if share else 0x1  # sw_power_cap / none / gpu_idle
     return {
         "index": str(index),
         "name": name,
@@ -90,24 +109,24 @@ def reading(name: str, index: int, phase: Phase) -> dict[str, str]:
         "memory.total": str(card.memory_mib),
         "memory.used": str(used),
         "memory.free": str(card.memory_mib - used - 480),
-        "utilization.gpu": "100" if busy else "0",
-        "utilization.memory": "33" if busy else "0",
-        "temperature.gpu": "51" if busy else "34",
-        "power.draw": f"{card.power_limit_w * 0.983:.2f}" if busy else "74.87",
+        "utilization.gpu": str(round(100 * min(1.0, 0.4 + share))) if share else "0",
+        "utilization.memory": str(round(33 * share)),
+        "temperature.gpu": str(round(34 + 17 * min(1.0, share / HEAVY))),
+        "power.draw": f"{power:.2f}",
         "power.limit": f"{card.power_limit_w:.2f}",
-        "clocks.current.sm": "1410" if busy else "345",
+        "clocks.current.sm": "1410" if capped else "1980" if share else "345",
         "clocks.current.memory": "2619",
         "ecc.errors.uncorrected.volatile.total": "0",
         "pstate": "P0",
-        "clocks_event_reasons.active": f"0x{4 if busy else 1:016x}",
+        "clocks_event_reasons.active": f"0x{events:016x}",
     }
 
 
-def answer(names: list[str], fields: list[str], fmt: str, phase: Phase) -> str:
+def answer(names: list[str], fields: list[str], fmt: str, phase: Phase, load: Load = Load()) -> str:
     """The tool's stdout for `--query-gpu=FIELDS --format=FMT` on GPUs `names`."""
     options = set(fmt.split(","))
     headers = [_HEADERS.get(f, f) for f in fields]
-    readings = [reading(n, i, phase) for i, n in enumerate(names)]
+    readings = [reading(n, i, phase, load) for i, n in enumerate(names)]
     for field, header in zip(fields, headers, strict=True):
         if header not in readings[0]:
             raise UnknownField(field)

@@ -27,7 +27,7 @@ import asyncssh
 from console.package.manifest import format_line
 from console.sim import journal as jq
 from console.sim import load, releases
-from console.sim.gpus import Phase, UnknownField, answer
+from console.sim.gpus import Load, Phase, UnknownField, answer
 from console.sim.http import serve_http
 from console.sim.journal import SimJournal
 from console.sim.sglang import Timing, help_text, seed_bench_files
@@ -593,7 +593,8 @@ async def _nvidia_smi(
     server = host.unit.server
     phase: Phase = "idle" if server is None else "serving" if server.ready else "loading"
     try:
-        text = answer(host.gpus, query.split(","), fmt, phase)
+        load = server.gpu_load if server is not None else Load(running=0.0)
+        text = answer(host.gpus, query.split(","), fmt, phase, load)
     except UnknownField as exc:
         process.stdout.write(f'Field "{exc}" is not a valid field to query.\n\n')
         return 2

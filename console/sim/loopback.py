@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 
 from console.sim import dcgm
-from console.sim.gpus import Phase
+from console.sim.gpus import Load, Phase
 from console.sim.host import SimHost
 from console.sim.http import TextPage, serve_http
 
@@ -46,7 +46,8 @@ async def serve_dcgm_on_loopback(host: SimHost) -> asyncio.Server:
             return 404, {"error": "not found"}
         server = host.unit.server
         phase: Phase = "idle" if server is None else "serving" if server.ready else "loading"
-        text = dcgm.page(host.name, host.gpus, phase, host.unit.xids)
+        load = server.gpu_load if server is not None else Load(running=0.0)
+        text = dcgm.page(host.name, host.gpus, phase, load, host.unit.xids)
         return 200, TextPage(lambda accept: (dcgm.TEXT, text))
 
     return await asyncio.start_server(

@@ -31,6 +31,7 @@ from console.service.catalogue import Release
 from console.service.health import health_is_liveness
 from console.sim import releases
 from console.sim.failures import SIGQUIT_RUNNING, FailurePlan, FailureTiming
+from console.sim.gpus import STATIC_POOL, Load
 from console.sim.http import TextPage
 from console.sim.metrics_page import OPENMETRICS, TEXT, ServerState, render, wants_openmetrics
 
@@ -193,6 +194,15 @@ class SimSGLang:
         """The last decode batch's accept length, accept rate, running and queued requests."""
         self._tokens_total = 0.0
         self._verify_total = 0.0
+
+    @property
+    def gpu_load(self) -> Load:
+        """What it does to its GPUs now: request slots in use, the static pool's share."""
+        if self.config is None:
+            return Load(running=0.0)
+        fraction = getattr(self.config.args, "mem_fraction_static", None) or STATIC_POOL
+        running = self._gauges[2] / max(1, self.config.max_running) if self.ready else 0.0
+        return Load(running=running, mem_fraction=float(fraction))
 
     # --- logging -----------------------------------------------------------------------
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from console.sim.gpus import UnknownField, answer
-from console.watch.gpus import QUERY, parse_gpus
+from console.sim.gpus import Load, UnknownField, answer
+from console.watch.gpus import QUERY, GpuState, parse_gpus
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "gpu"
 H100 = "NVIDIA H100 80GB HBM3"
@@ -50,3 +50,20 @@ def test_the_name_query_and_an_unknown_field() -> None:
     )
     with pytest.raises(UnknownField, match="nonsense"):
         answer([H100], ["index", "nonsense"], "csv", "idle")
+
+
+def test_utilization_and_power_follow_the_requests_and_memory_the_static_pool() -> None:
+    fields = QUERY[1].partition("=")[2].split(",")
+    fmt = QUERY[2].partition("=")[2]
+
+    def one(load: Load) -> GpuState:
+        (gpu,) = parse_gpus(answer([H100], fields, fmt, "serving", load))
+        return gpu
+
+    light, heavy = one(Load(running=0.25)), one(Load(running=0.9))
+    assert (light.util_pct or 0) < (heavy.util_pct or 0) == 100
+    assert (light.power_w or 0) < (heavy.power_w or 0) < (heavy.power_limit_w or 0)
+    assert light.slowed == () and heavy.slowed == ("sw_power_cap",)  # the cap: heavy only
+    assert (light.sm_clock_mhz, heavy.sm_clock_mhz) == (1980, 1410)
+    assert light.memory_used_mib == heavy.memory_used_mib  # the pool, whatever is in flight
+    assert one(Load(running=0.5, mem_fraction=0.7)).memory_used_mib == int(81559 * 0.7)
