@@ -4,6 +4,9 @@ Drawn line by line (Textual's line API), with each row's strip kept until that r
 the numbers of every streaming host change four times a second, and a DataTable rendered
 every cell of every row again for each change (10–40 ms of a frame with 8 hosts streaming,
 the frames a key press then waited behind).
+
+Past 500 lines because drawing, the cursor, the marks, sorting and the column fit all work on
+the one line cache; what a row knows and the order of the rows are in widgets/fleet_rows.py.
 """
 
 from __future__ import annotations

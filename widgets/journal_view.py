@@ -13,6 +13,9 @@ merging re-renders from memory without asking a host again. Scrolling up pauses 
 new lines are counted, not written (the view would otherwise shift under the reader as old
 lines are pruned), and scrolling back to the end, `G`/`end` or `p` resumes. Search
 highlights every occurrence and jumps between them.
+
+Past 500 lines because the rows, their drawing on demand, search, pause and the merged view
+share the one bounded list of rows.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ This builds the report from the package alone, per host and SGLang release:
   (console/findings/rollout_report.py);
 - a relative link to the file behind every number.
 
-It stays one module past 500 lines because its sections share one writer, one ordering and
+Past 500 lines because its sections share one writer, one ordering and
 one collection of the package's evidence; a section that needs no more than lines and links
 (the campaigns, the group rollouts) lives in a module of its own.
 

@@ -19,6 +19,9 @@ may leave out `name` and `[ssh] host`, and may set `[ssh]` defaults (`known_host
 INI inventories give strings (`ansible_become=true` is `"true"`) where YAML gives booleans
 and numbers: each variable is coerced here, and a value that means nothing stops the console
 with an error naming the host, the variable and the value.
+
+Past 500 lines because each Ansible variable it honours (address, port, user, key, proxy,
+bastion) needs its reading and an error naming the variable and where it was set.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ claim a complete snapshot). When every host is done, each package's manifest is 
 
 What goes where, and the checks made before any host is contacted (`plan`), are in
 console/package/layout.py; how a file gets in without ever being half-written or replaced is in
-console/package/transfer.py. It is one module past 500 lines because one host's snapshot is
+console/package/transfer.py. Past 500 lines because one host's snapshot is
 one sequence of steps (`_HostSnapshot.run`) read top to bottom; the pieces it calls live in
 their own modules (excerpt, bench globs, transfer, gpus_file).
 """

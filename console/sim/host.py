@@ -5,6 +5,9 @@ argv of each exec request), serves the host's root directory over SFTP (chrooted
 forwards TCP connections to the service port into the simulated SGLang's HTTP handler.
 Fault helpers let tests abort connections (mid-line, if asked), freeze the server so only
 keepalives can notice, and take the host off the network.
+
+Past 500 lines because it answers the whole remote vocabulary, one small handler per command;
+the journal, systemd, SGLang, the shell and the GPUs have modules of their own.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ CUDA graphs, and then logs decode lines whose numbers follow the configuration:
 The same core runs in-process behind the simulated SSH host and as a real process under
 systemd in the test hosts (`console.sim.sglang_process`). HTTP is answered by `handle_http`;
 with `--enable-metrics` that includes `/metrics` (console/sim/metrics_page.py).
+
+Past 500 lines because the simulated server's arguments, start-up, decode loop, failure
+timeline and HTTP answers share its state, as the real server's do.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@ reconnects after any loss with capped, jittered backoff, and reports every state
 Callers never see a half-dead link: a command whose connection drops raises `Disconnected`
 (asyncssh itself would return `returncode None`), and a stream never yields a torn line.
 An unknown or changed host key is a hard stop until the operator runs `specops trust`.
+
+Past 500 lines because commands, streams, SFTP and tunnels all go through the one supervised
+connection and its states; the commands themselves are built in remote.py.
 """
 
 from __future__ import annotations

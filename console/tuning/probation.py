@@ -22,6 +22,10 @@ No Textual: the rollback starts here, on the loop that owns the sessions, throug
 path every change takes (console/tuning/change.py, action `probation-rollback`: history,
 audit, ledger), so `specops watch` and the TUI do the same thing; a front end only shows
 the events (`ProbationRolling`, then the rollout's, then `ProbationDone` with the outcome).
+
+Past 500 lines because the window, the countdown, the rollback and the operator's cancel are
+the states of one guard, observed from two threads; the rollback itself is the one path of a
+change (change.py).
 """
 
 from __future__ import annotations

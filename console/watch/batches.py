@@ -9,6 +9,9 @@ kept in `fields`, and only a line with no `key: value` field at all is dropped.
 
 Pure functions and slots dataclasses (immutable by convention; frozen ones cost too much per
 line), no I/O, no Textual. The compiled shapes are a bounded module-level cache.
+
+Past 500 lines because every release's shape of the two lines is read here, with the column
+path a flood needs beside the line-by-line one.
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ after `FLUSH_IDLE_S` without another line. A record's cursor is that of its last
 record held back at a disconnect is simply read again. The first record of a new service
 invocation is marked, and journald's `Suppressed N messages` notices are kept as known gaps.
 `LineFilter` is the client-side filter both front ends use (hosts may lack PCRE2 `--grep`).
+
+Past 500 lines because the cursor, the stream, the baseline, the read-back after idle and the
+assembly of records must agree on one position in the journal: exactly-once lives on their
+seams.
 """
 
 from __future__ import annotations

@@ -192,6 +192,34 @@ def test_a_module_missing_from_its_room_docstring_is_found(tmp_path: Path) -> No
     assert _unnamed_modules(room) == ["forgotten.py"]
 
 
+LONG = 500
+"""Lines past which a module says in its docstring why it is one module (issue 40)."""
+
+
+def _long_without_why(paths: list[Path]) -> list[str]:
+    """Modules over LONG lines whose docstring lacks `Past 500 lines because …`."""
+    return sorted(
+        str(p)
+        for p in paths
+        if len(p.read_text().splitlines()) > LONG
+        and "Past 500 lines because" not in (ast.get_docstring(ast.parse(p.read_text())) or "")
+    )
+
+
+def test_a_long_module_says_why_it_is_one() -> None:
+    paths = [p for d in ("console", "widgets") for p in (REPO / d).rglob("*.py")]
+    found = _long_without_why(paths)
+    assert [str(Path(p).relative_to(REPO)) for p in found] == []
+
+
+def test_a_long_module_without_its_reason_is_found(tmp_path: Path) -> None:
+    long = "\n".join(["x = 1"] * (LONG + 1))
+    (tmp_path / "said.py").write_text(f'"""Big.\n\nPast 500 lines because it is.\n"""\n{long}\n')
+    (tmp_path / "silent.py").write_text(f'"""Big."""\n{long}\n')
+    (tmp_path / "short.py").write_text('"""Small."""\n')
+    assert _long_without_why(sorted(tmp_path.glob("*.py"))) == [str(tmp_path / "silent.py")]
+
+
 PLANTED = [
     ("widgets/planted.py", "console.sim", "widgets is not allowed to import console.sim"),
     ("console/watch/planted.py", "textual", "console.watch is not allowed to import textual"),
