@@ -98,7 +98,8 @@ def test_contracts_name_every_top_level_module() -> None:
         "console.__main__"
     }
     by_type = {c["type"]: c for c in _contracts()}
-    forbidden, layers = by_type["forbidden"], by_type["layers"]
+    (forbidden,) = [c for c in _contracts() if c["name"] == CORE_CONTRACT]
+    layers = by_type["layers"]
     assert "acyclic_siblings" in by_type
     assert forbidden["allow_indirect_imports"] is False
     sources = set(forbidden["source_modules"])  # type: ignore[call-overload]
@@ -109,6 +110,55 @@ def test_contracts_name_every_top_level_module() -> None:
         for name in layer.replace(":", "|").split("|")
     }
     assert children <= layered, f"place {sorted(children - layered)} in the layers contract"
+
+
+CORE_CONTRACT = "The domain core is reachable without the TUI"
+
+
+def _layers() -> list[list[str]]:
+    (layers,) = [c for c in _contracts() if c["type"] == "layers"]
+    return [[r.strip() for r in layer.split("|")] for layer in layers["layers"]]  # type: ignore[attr-defined]
+
+
+def arrows() -> dict[str, list[str]]:
+    """Each room and the rooms it imports (annotations aside), in the layers' order."""
+    import grimp
+
+    rooms = [r for level in _layers() for r in level]
+    graph = grimp.build_graph("console", "widgets", exclude_type_checking_imports=True)
+    return {
+        a: [
+            b
+            for b in rooms
+            if b != a and graph.direct_import_exists(importer=a, imported=b, as_packages=True)
+        ]
+        for a in rooms
+    }
+
+
+def test_the_contracts_allow_exactly_the_arrows_the_code_has() -> None:
+    """Issue 40: the layers allow every room below; the forbidden contracts take back each
+    pair no code uses, so what is allowed is what is drawn in docs/architecture.md."""
+    used = arrows()
+    levels = _layers()
+    expected: dict[str, list[str]] = {}
+    for i, level in enumerate(levels):
+        below = [r for later in levels[i + 1 :] for r in later]
+        for room in level:
+            if unused := [r for r in below if r not in used[room]]:
+                expected[room] = unused
+    stated = {
+        c["source_modules"][0]: list(c["forbidden_modules"])  # type: ignore[index, call-overload]
+        for c in _contracts()
+        if c["type"] == "forbidden" and c["name"] != CORE_CONTRACT
+    }
+    assert stated == expected, "regenerate the arrows' contracts in pyproject.toml"
+    drawn = (REPO / "docs" / "architecture.md").read_text()
+    for room, imported in used.items():
+        line = f"{room.removeprefix('console.')} → " + (
+            ", ".join(r.removeprefix("console.") for r in imported) or "(nothing)"
+        )
+        assert line in drawn, f"docs/architecture.md lacks the arrows line {line!r}"
 
 
 def _tool(name: str) -> list[str]:
