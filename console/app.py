@@ -150,6 +150,7 @@ class SpecopsApp(
         self._journal_numbers_at = {}
         self._remote_numbers_at = {}
         self._gpu_readings = {}
+        self._kv_share = {}
         self._inbox = deque()
         self._inbox_added = 0
         self._inbox_taken = 0

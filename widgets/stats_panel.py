@@ -34,10 +34,15 @@ class StatsPanel(Static):
         """What the panel shows now, by series name."""
         self.border_title = "stats"
 
-    def show(self, host: str, summaries: Mapping[str, SeriesSummary]) -> None:
+    def show(
+        self, host: str, summaries: Mapping[str, SeriesSummary], kv_share: float | None = None
+    ) -> None:
+        """`kv_share`: the KV cache's share in use (the newest decode line's, or /metrics'),
+        said in the title: what a budget change moves and what runs a card out of memory."""
         self.host = host
         self.summaries = dict(summaries)
-        self.border_title = f"stats · {host}"
+        kv = "" if kv_share is None else f" · KV cache {kv_share:.0%} used"
+        self.border_title = f"stats · {host}{kv}"
         header = ("", "window", "n", "last", "mean", "p50", "min", "max")
         rows: list[tuple[str, ...]] = []
         for name, label, fmt in SHOWN:

@@ -240,7 +240,7 @@ async def _download(sftp: asyncssh.SFTPClient, source: str, part: Path, progress
         block = sftp.limits.max_read_len or IN_FLIGHT
         requests = max(4, min(MAX_REQUESTS, IN_FLIGHT // block))
         async with (
-            sftp.open(source, "rb", block_size=block) as remote_file,
+            sftp.open(source, "rb", block_size=0) as remote_file,  # see `_blocks`
             contextlib.aclosing(_blocks(remote_file, block, requests)) as blocks,
         ):
             ahead: dict[int, bytes] = {}  # blocks that arrived before an earlier one
@@ -279,7 +279,7 @@ async def read_file(sftp: asyncssh.SFTPClient, source: bytes | str) -> bytes:
     requests = max(4, min(MAX_REQUESTS, IN_FLIGHT // block))
     parts: dict[int, bytes] = {}
     async with (
-        sftp.open(source, "rb", block_size=block, encoding=None) as remote_file,
+        sftp.open(source, "rb", block_size=0, encoding=None) as remote_file,  # see `_blocks`
         contextlib.aclosing(_blocks(remote_file, block, requests)) as blocks,
     ):
         async for at, data in blocks:
@@ -293,7 +293,12 @@ async def _blocks(
     """(offset, data) of the whole file, read with `requests` reads of `block` bytes in
     flight, in the order they arrive. Every read started is awaited or cancelled before this
     ends, however it ends: asyncssh's `read_parallel` left its other reads to fail unheard
-    when the link dropped under one ("Task exception was never retrieved" on stderr)."""
+    when the link dropped under one ("Task exception was never retrieved" on stderr).
+
+    `remote_file` must be opened with `block_size=0`: with a block size, asyncssh's `read`
+    hands even one block to its own parallel reader, whose inner tasks a cancelled read
+    leaves behind (the same message, at the end of a full test run); with 0 each read is one
+    SFTP request, awaited here."""
     size = (await remote_file.stat()).size or 0
     pending: dict[asyncio.Task[bytes], tuple[int, int]] = {}
     next_at = 0

@@ -52,6 +52,8 @@ class Monitoring(Shell):
     """When each host's journal last gave numbers (monotonic); /metrics or Prometheus
     numbers fill the table only when the journal has given none for a while."""
 
+    _kv_share: dict[str, float]
+    """Each host's newest KV-cache share in use (the stats panel's title)."""
     _gpu_readings: dict[str, deque[GpuReading]]
     """Each host's newest GPU readings (the `u` screen's history)."""
 
@@ -82,7 +84,8 @@ class Monitoring(Shell):
         if host is None or panel is None or chart is None:
             return
         monitor = self.fleet.monitors[host]
-        panel.show(host, {n: monitor.summary(n) for n in ("accept_len", "gen_throughput")})
+        summaries = {n: monitor.summary(n) for n in ("accept_len", "gen_throughput")}
+        panel.show(host, summaries, self._kv_share.get(host))
         chart.select(host)
         self._chart_follows_table()
 
@@ -108,6 +111,8 @@ class Monitoring(Shell):
                     continue  # the journal's own numbers are fresh: they stay in the table
             chart.update_host(host, self._chart_values(host))
             values = event.values
+            if (kv := values.get("token_usage")) is not None:
+                self._kv_share[host] = kv
             table.set_metrics(
                 host,
                 values.get("accept_len"),

@@ -38,6 +38,7 @@ __all__ = [
     "decode_numbers_of",
     "parse_decode",
     "parse_prefill",
+    "token_usage_of",
 ]
 
 _DECODE_RE = re.compile(r"Decode batch(?: \[(\d+)\])?[.,] ")
@@ -46,6 +47,7 @@ _GRAPH_BACKENDS = frozenset({"cuda", "npu", "cpu", "musa", "xpu"})
 # Normal models print `#token`; hybrid SWA models `#full token`; hisparse `#gpu token`.
 _TOKEN_KEYS = ("#token", "#full token", "#gpu token")
 _USAGE_KEYS = ("token usage", "full token usage", "gpu token usage")
+_USAGE_RE = re.compile(r"(?:full |gpu )?token usage: ([0-9]+(?:\.[0-9]+)?)")
 
 
 def _first(values: Mapping[str, float], keys: tuple[str, ...]) -> float | None:
@@ -561,6 +563,14 @@ def decode_numbers_of(messages: list[str]) -> Sequence[DecodeNumbers | None]:
     if columns is not None:
         return columns.rows()
     return [decode_numbers(message) for message in messages]
+
+
+def token_usage_of(message: str) -> float | None:
+    """The share of the KV cache in use a batch line reports (`token usage: 0.42`; `full` or
+    `gpu token usage` for SWA and hisparse models); None without one. For the newest line of
+    a slice, beside the columns the flood is read into (which leave it out)."""
+    match = _USAGE_RE.search(message)
+    return float(match.group(1)) if match else None
 
 
 def parse_prefill(message: str) -> PrefillBatch | None:

@@ -14,6 +14,7 @@ feeds records on its own thread while the screen reads summaries and chart serie
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 import threading
 from collections import OrderedDict, deque
@@ -32,6 +33,7 @@ from console.hosts.events import (
     ServiceStatus,
 )
 from console.hosts.profiles import FlagValue, Profile
+from console.watch.batches import token_usage_of
 from console.watch.metrics import DEFAULT_MAXLEN, TEN_MINUTES, HostMetrics, SeriesSummary
 from console.watch.restarts import RestartSummary, RestartTracker
 from console.watch.sglang import (
@@ -222,7 +224,11 @@ class HostMonitor:
         self, stamps: list[float], texts: list[str], values: dict[str, float]
     ) -> None:
         """Decode lines' numbers into the series, and the newest of each into `values`
-        (a line with no field at all is no sample)."""
+        (a line with no field at all is no sample); the KV cache's share from the newest line
+        only (`token_usage`: the host detail's, not a series)."""
+        usage = token_usage_of(texts[-1])
+        if usage is not None and math.isfinite(usage):
+            values["token_usage"] = usage
         columns = decode_columns(texts)
         if columns is not None and self.metrics.observe_decode_columns(stamps, columns):
             self._decodes.extend(stamps)

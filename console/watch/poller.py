@@ -40,6 +40,7 @@ def as_event(numbers: HostNumbers) -> MetricsUpdated:
         "gen_throughput": numbers.gen_throughput,
         "running": numbers.running,
         "queued": numbers.queued,
+        "token_usage": numbers.token_usage,
     }
     values = {k: v for k, v in found.items() if v is not None}
     return MetricsUpdated(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 from textual.message import Message
@@ -15,6 +16,7 @@ from console.transport.ssh import ConnState
 from widgets.host_table import HostTable
 from widgets.journal_view import JournalView
 from widgets.messages import HostStateUpdated
+from widgets.stats_panel import StatsPanel
 
 
 async def test_app_shows_every_host_connected_with_journal_lines(tmp_path: Path) -> None:
@@ -50,6 +52,12 @@ async def test_app_shows_every_host_connected_with_journal_lines(tmp_path: Path)
                     break
             assert journal.host == "b300"
             assert any("Decode batch" in line for line in journal.lines)
+            stats = app.query_one(StatsPanel)  # the KV cache's share from the decode lines
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if "KV cache" in str(stats.border_title):
+                    break
+            assert re.fullmatch(r"stats · b300 · KV cache \d+% used", str(stats.border_title))
             await pilot.press("2")
             await pilot.pause(0.1)
             second = app.host_names[1]  # profiles are in file-name order

@@ -69,6 +69,7 @@ def test_decode_lines_feed_the_series_and_the_event() -> None:
     assert isinstance(update, MetricsUpdated)
     assert update.values["accept_len"] == 5.02 and update.values["gen_throughput"] == 1603.0
     assert update.graph is True and update.timestamp == T0 + 3
+    assert update.values["token_usage"] == 0.01  # the KV cache's share, the newest line's
     run = monitor.metrics.invocation_stats("accept_len")
     assert run is not None
     assert run.count == 4

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from console.watch.batches import token_usage_of
 from console.watch.sglang import (
     DecodeBatch,
     DraftRunnerInit,
@@ -124,3 +125,19 @@ def test_every_wheel_fixture_line(row: dict[str, Any]) -> None:
     if header is not None:
         found = parse_header(line)
         assert found is not None and found.label == header["prefix"], row["source"]
+
+
+def test_the_kv_share_of_the_newest_decode_line_matches_the_parsers_in_every_release() -> None:
+    """`token_usage_of` (read from a slice's newest decode line, beside the columns the flood
+    is read into) says what the full parser says, on every wheel-built decode line: `token
+    usage`, SWA's `full token usage` before its `swa token usage`."""
+    decodes = [p.values[0]["line"] for p in ROWS if p.values[0]["kind"] == "decode"]
+    assert len(decodes) > 30
+    seen = set()
+    for line in decodes:
+        parsed = parse_line(line)
+        assert isinstance(parsed, DecodeBatch)
+        assert token_usage_of(line) == parsed.token_usage, line
+        seen.add(parsed.token_usage is None)
+    assert seen == {False}  # every release's decode line says it
+    assert token_usage_of("Decode batch. #running-req: 1, accept len: 2.00, ") is None
