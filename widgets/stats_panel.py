@@ -41,8 +41,7 @@ class StatsPanel(Static):
         said in the title: what a budget change moves and what runs a card out of memory."""
         self.host = host
         self.summaries = dict(summaries)
-        kv = "" if kv_share is None else f" · KV cache {kv_share:.0%} used"
-        self.border_title = f"stats · {host}{kv}"
+        self.title_for(host, kv_share)
         header = ("", "window", "n", "last", "mean", "p50", "min", "max")
         rows: list[tuple[str, ...]] = []
         for name, label, fmt in SHOWN:
@@ -61,6 +60,15 @@ class StatsPanel(Static):
         # layout of the whole screen every second is what made the UI stutter.
         self.update(table, layout=self._first_draw)
         self._first_draw = False
+
+    def title_for(self, host: str, kv_share: float | None) -> None:
+        """The title: the host, and its KV cache in use (set as soon as a number comes, not
+        on the panel's next second)."""
+        self.border_title = f"stats · {host}{_kv_text(kv_share)}"
+
+
+def _kv_text(kv_share: float | None) -> str:
+    return "" if kv_share is None else f" · KV cache {kv_share:.0%} used"
 
 
 def _config_label(summary: SeriesSummary | None) -> str:

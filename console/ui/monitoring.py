@@ -113,6 +113,9 @@ class Monitoring(Shell):
             values = event.values
             if (kv := values.get("token_usage")) is not None:
                 self._kv_share[host] = kv
+                panel = self.main(StatsPanel)
+                if panel is not None and host == self.selected_host:
+                    panel.title_for(host, kv)
             table.set_metrics(
                 host,
                 values.get("accept_len"),
