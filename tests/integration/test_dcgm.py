@@ -17,7 +17,7 @@ from console.sim.loopback import serve_dcgm_on_loopback
 from console.transport.prometheus import query_range
 from console.watch.dcgm import gpus_from_prometheus
 from console.watch.gpu_reader import GpuReading, read_gpus
-from tests.integration.test_prometheus import DASHBOARD, PROMETHEUS_BIN, RULES, free_port
+from tests.integration.test_prometheus import DASHBOARD, PROMETHEUS_BIN, start_prometheus
 from tests.tools import needs
 
 pytestmark = needs(PROMETHEUS_BIN, "prometheus", "apt-get install prometheus")
@@ -31,22 +31,7 @@ async def test_the_fleets_gpus_from_dcgm_exporter_through_prometheus(
     b300.gpus = [REFERENCE_GPU] * 2  # pro6000: no NVIDIA GPUs, no exporter series
     servers = [await serve_dcgm_on_loopback(sim.hosts[p.name]) for p in profiles]
     targets = "".join(f"'127.0.0.1:{s.sockets[0].getsockname()[1]}', " for s in servers)
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
-        f"rule_files: ['{RULES}']\n"
-        f"scrape_configs:\n  - job_name: dcgm\n    static_configs:\n      - targets: [{targets}]\n"
-    )
-    port = free_port()
-    proc = await asyncio.create_subprocess_exec(
-        PROMETHEUS_BIN,
-        f"--config.file={config}",
-        f"--storage.tsdb.path={tmp_path / 'data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=(tmp_path / "prometheus.log").open("wb"),
-    )
-    url = f"http://127.0.0.1:{port}"
+    proc, url = await start_prometheus(tmp_path, "dcgm", f"      - targets: [{targets}]\n")
     fleet: Fleet | None = None
     try:
         for _ in range(300):  # ready, and the exporter scraped

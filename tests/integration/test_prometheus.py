@@ -46,6 +46,30 @@ def free_port() -> int:
         return port
 
 
+async def start_prometheus(
+    tmp_path: Path, job: str, static_configs: str
+) -> tuple[asyncio.subprocess.Process, str]:
+    """Debian's Prometheus on a free 127.0.0.1 port, scraping `static_configs` (YAML list
+    items) every second as `job`, with the shipped rules loaded; its log in tmp_path."""
+    assert PROMETHEUS_BIN is not None
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
+        f"rule_files: ['{RULES}']\n"
+        f"scrape_configs:\n  - job_name: {job}\n    static_configs:\n{static_configs}"
+    )
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        PROMETHEUS_BIN,
+        f"--config.file={config}",
+        f"--storage.tsdb.path={tmp_path / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=(tmp_path / "prometheus.log").open("wb"),
+    )
+    return proc, f"http://127.0.0.1:{port}"
+
+
 @dataclass
 class Scraped:
     url: str
@@ -62,22 +86,7 @@ async def scraped(sim: SimFleet, profiles: list[Profile], tmp_path: Path) -> Asy
         f"        labels: {{instance: '{p.name}:{p.service.port}'}}\n"
         for p, s in zip(profiles, servers, strict=True)
     )
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
-        f"rule_files: ['{RULES}']\n"
-        f"scrape_configs:\n  - job_name: sglang\n    static_configs:\n{targets}"
-    )
-    port = free_port()
-    proc = await asyncio.create_subprocess_exec(
-        PROMETHEUS_BIN,
-        f"--config.file={config}",
-        f"--storage.tsdb.path={tmp_path / 'data'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=(tmp_path / "prometheus.log").open("wb"),
-    )
-    url = f"http://127.0.0.1:{port}"
+    proc, url = await start_prometheus(tmp_path, "sglang", targets)
     try:
         for _ in range(300):  # ready, and both hosts scraped at least twice
             await asyncio.sleep(0.1)
