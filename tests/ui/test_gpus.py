@@ -10,7 +10,7 @@ from console.app import SpecopsApp
 from console.fleet.fleet import Fleet
 from console.hosts.profiles import load_fleet
 from console.sim.fleet import REFERENCE_GPU
-from console.sim.gpus import xid_line
+from console.sim.gpus import HEAVY, xid_line
 from tests.integration.test_gpus import ILLEGAL
 from tests.stand_ins import FakeClock
 from tests.ui.support import simulated_fleet, ticking, until
@@ -34,6 +34,9 @@ async def test_the_gpu_column_the_u_screen_and_a_host_without_the_tool(tmp_path:
             b300, pro6000 = table.rows_by_name["b300"], table.rows_by_name["pro6000"]
             unit = sim.hosts["b300"].unit
             await until(pilot, lambda: unit.server is not None and unit.server.ready)
+            # Under load first, in real time: ticking while the simulated requests ramp up
+            # moved the fleet's clock past pro6000's thirty intervals on a loaded machine.
+            await until(pilot, lambda: unit.server.gpu_load.running >= HEAVY)  # type: ignore[union-attr]
             # Read every `[gpu] interval_s` of the fleet's clock: move it on between looks.
             await until(
                 pilot, ticking(clock, lambda: b300.gpus and b300.gpus[0].util_pct == 100, 5)
