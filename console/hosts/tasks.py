@@ -12,10 +12,22 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+RECANCEL_S = 0.5
+"""How long a stopped task has to end before it is cancelled again."""
+
 
 async def stop(task: asyncio.Future[Any]) -> BaseException | None:
     """Cancel `task`, wait until it has ended; what it ended with other than its
-    cancellation is returned (and so retrieved), not raised."""
+    cancellation is returned (and so retrieved), not raised.
+
+    A task can lose a cancel it did not catch: asyncssh's `connect` bounds the attempt with
+    Python 3.11's `asyncio.wait_for`, which hands back the attempt's outcome (a refused
+    connection, say) when the cancel lands as the attempt ends, and a session's supervisor
+    then went on to its next back-off; its `close()` waited for good (a CI run's 240 s
+    timeout). So a task still running after `RECANCEL_S` is cancelled again."""
     task.cancel()
-    await asyncio.wait({task})
+    while not task.done():
+        await asyncio.wait({task}, timeout=RECANCEL_S)
+        if not task.done():
+            task.cancel()
     return None if task.cancelled() else task.exception()

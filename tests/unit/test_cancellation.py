@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from console.hosts import tasks
 from console.hosts.profiles import load_profile
 from console.transport.ssh import HostSession
 
@@ -39,6 +40,27 @@ async def test_a_wait_cancelled_as_it_completes_is_cancelled(tmp_path: Path) -> 
     waiter.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiter
+
+
+async def test_stop_ends_a_task_that_lost_its_first_cancel() -> None:
+    """asyncssh's connect runs in 3.11's `wait_for`, which can eat a cancel: the session's
+    supervisor then carried on to its next attempt, and `stop` must cancel it again."""
+    attempts = []
+
+    async def supervisor() -> None:
+        while True:
+            attempts.append(len(attempts))
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                if len(attempts) == 1:
+                    continue  # as wait_for returning the attempt's outcome instead
+                raise
+
+    task = asyncio.create_task(supervisor())
+    await settle()
+    assert await tasks.stop(task) is None
+    assert task.cancelled() and attempts == [0, 1]
 
 
 def test_the_core_bounds_waits_with_asyncio_timeout_only() -> None:
