@@ -218,7 +218,7 @@ async def _run(
     _summary(ended)
     kept = ended.on_new_setting
     windows = {sessions[h].profile.service.probation_s for h in kept}
-    probation_note(kept, max(windows, default=0.0))
+    probation_note(kept, max(windows, default=0.0), action)
     if args.json:
         for outcome in [*ended.outcomes, *ended.undone]:
             print(json.dumps({"rollout": rollout, **outcome.record()}, default=str))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.markup import escape
 
 from console.cli.common import err, out
-from console.hosts.events import RolloutFinished, RolloutOutcome
+from console.hosts.events import ChangeAction, RolloutFinished, RolloutOutcome
 from console.service.flags import format_value
 from console.tuning.change import ChangeOutcome
 from console.watch.gpus import fullest_text
@@ -41,10 +41,11 @@ def report(outcome: ChangeOutcome) -> None:
         )
 
 
-def probation_note(hosts: list[str], probation_s: float) -> None:
+def probation_note(hosts: list[str], probation_s: float, action: ChangeAction) -> None:
     """After kept changes: they are on probation, and only a running watch or TUI acts on a
-    crash in that window (nothing on the host does)."""
-    if not hosts or probation_s <= 0:
+    crash in that window (nothing on the host does). A rollback is not on probation (the
+    operator chose where to go back to: nothing to undo), so it says nothing."""
+    if not hosts or probation_s <= 0 or action is ChangeAction.ROLLBACK:
         return
     span = f"{probation_s / 60:g} min" if probation_s >= 60 else f"{probation_s:g}s"
     say(

@@ -335,7 +335,7 @@ async def run_plan(
             printer.stop()
     report(outcome)
     if outcome.ok and outcome.result.outcome is RolloutOutcome.APPLIED:
-        probation_note([profile.name], profile.service.probation_s)
+        probation_note([profile.name], profile.service.probation_s, action)
     if getattr(args, "json", False):
         print(json.dumps(outcome.record(), default=str), flush=True)
     if outcome.result.unreachable:

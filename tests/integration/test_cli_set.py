@@ -14,6 +14,7 @@ import pytest
 from console.cli import audit as cli_audit
 from console.cli import flags as cli_flags
 from console.cli import main, parse_args
+from console.cli import rollback as cli_rollback
 from console.cli import set as cli_set
 from console.local.audit import AuditLog
 from console.sim.fleet import SimFleet, ThreadedSimFleet
@@ -92,6 +93,13 @@ async def test_set_budget_16_without_graphs_applies_and_reports_the_new_accept_l
     assert await cli_set.cmd_set(again) == 0
     assert "nothing to change" in capsys.readouterr().out
     assert not any(c.startswith(CHANGING) for c in sim.hosts["b300"].commands[sent:])
+    # Going back is the operator's choice, not on probation: the rollback does not say it is
+    # (it did, while `watch` said "not on probation").
+    back = parse_args(["rollback", "b300", "--original", "--yes"])
+    back.profiles = profiles
+    assert await cli_rollback.cmd_rollback(back) == 0
+    out = capsys.readouterr().out
+    assert "b300: applied budget 16 → 8" in out and "probation" not in out
 
 
 async def test_set_budget_32_is_rolled_back_on_the_wrong_smoke_answer(
