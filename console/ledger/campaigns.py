@@ -210,7 +210,7 @@ async def save(session: HostSession, campaign: Campaign) -> str:
     campaign.updated_at = time.time()
     text = text_of(campaign)
     path = campaign_path(campaign.unit, campaign.id, session.profile.service.state_dir)
-    return await replace_file(session, path, text, f".{campaign.id}.json.tmp")
+    return await replace_file(session, path, text)
 
 
 async def load_all(session: HostSession, unit: str) -> list[Campaign]:

@@ -1,8 +1,9 @@
 """The simulated host's `sh`: it runs exactly the scripts in specops' remote vocabulary.
 
-specops sends three shell scripts (console/transport/remote.py): `READ_IF_EXISTS`, for the
-host's history file, `READ_JSON_FILES`, for its experiment ledger's directory, and
-`WRITABLE`, whether its state directory can be written; anything
+specops sends four shell scripts (console/transport/remote.py): `READ_IF_EXISTS`, for the
+host's history file, `READ_JSON_FILES`, for its experiment ledger's directory,
+`WRITABLE`, whether its state directory can be written, and `CLAIM`, the one console that
+rolls a probation crash back; anything
 else is refused the way a locked-down host would, so a new script in the console fails its
 tests until the simulator learns it too.
 """
@@ -14,7 +15,13 @@ from typing import TYPE_CHECKING
 
 import asyncssh
 
-from console.transport.remote import READ_IF_EXISTS, READ_JSON_FILES, WRITABLE
+from console.transport.remote import (
+    CLAIM,
+    CLAIMED_ALREADY,
+    READ_IF_EXISTS,
+    READ_JSON_FILES,
+    WRITABLE,
+)
 
 if TYPE_CHECKING:
     from console.sim.host import SimHost
@@ -27,6 +34,8 @@ async def sh(host: SimHost, process: asyncssh.SSHServerProcess[str], argv: list[
         return _read_json_files(host, process, argv[4])
     if len(argv) == 5 and argv[1:4] == ["-c", WRITABLE, "sh"]:
         return _writable(host, process, argv[4])
+    if len(argv) == 5 and argv[1:4] == ["-c", CLAIM, "sh"]:
+        return _claim(host, process, argv[4])
     process.stderr.write(f"sh: the simulated host runs no script like {argv[1:3]!r}\n")
     return 2
 
@@ -39,6 +48,21 @@ def _writable(host: SimHost, process: asyncssh.SSHServerProcess[str], name: str)
         return 0
     process.stdout.write(f"{directory}\n")
     return 1
+
+
+def _claim(host: SimHost, process: asyncssh.SSHServerProcess[str], name: str) -> int:
+    path = host.local(name)
+    if path.is_dir():
+        return CLAIMED_ALREADY
+    if host.read_only_at(name):
+        process.stderr.write(f"mkdir: cannot create directory '{name}': Read-only file system\n")
+        return 1
+    try:
+        path.mkdir()
+    except OSError as exc:
+        process.stderr.write(f"mkdir: cannot create directory '{name}': {exc.strerror}\n")
+        return 1
+    return 0
 
 
 def _read_if_exists(host: SimHost, process: asyncssh.SSHServerProcess[str], name: str) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import secrets
 
 from console.transport import remote
 from console.transport.ssh import CommandFailed, HostSession, RemoteError
@@ -55,14 +56,14 @@ async def check_state_dir(session: HostSession) -> None:
         raise StateDirRefused(session.name, refused)
 
 
-async def replace_file(
-    session: HostSession, path: str, text: str, tmp_name: str | None = None
-) -> str:
+async def replace_file(session: HostSession, path: str, text: str) -> str:
     """Write `text` to `path` on the host in one step (temp name in the same directory, then
-    rename), readable by its owner only (0600); returns `path`. `tmp_name` defaults to
-    `.NAME.tmp`: writers of different files never share a temporary name."""
+    rename), readable by its owner only (0600); returns `path`. The temporary name is
+    `.NAME.RANDOM.tmp`, this write's own: two consoles writing one file (two watches
+    recording one probation crash) each rename their own copy, where a shared `.NAME.tmp`
+    had the second `mv` find nothing (`cannot stat`) and its rollback stop half way."""
     directory = posixpath.dirname(path)
-    tmp = posixpath.join(directory, tmp_name or f".{posixpath.basename(path)}.tmp")
+    tmp = posixpath.join(directory, f".{posixpath.basename(path)}.{secrets.token_hex(4)}.tmp")
     await session.run(remote.make_dirs(directory))
     await session.run(remote.create_private(tmp))  # 0600 before a byte is written
     await session.run(remote.write_file(tmp, text))

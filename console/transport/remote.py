@@ -252,6 +252,18 @@ def writable(path: str) -> Command:
     return Command(("sh", "-c", WRITABLE, "sh", _abs_path(path)), privileged=True)
 
 
+CLAIM = 'mkdir -- "$1" 2>/dev/null && exit 0; if [ -d "$1" ]; then exit 3; fi; mkdir -- "$1"'
+"""The fourth script: make a directory that must not exist yet (mkdir(2) is atomic: of two
+consoles only one makes it): exit 0 made, 3 there already, else mkdir's own error."""
+
+CLAIMED_ALREADY = 3
+
+
+def claim(path: str) -> Command:
+    """`sh -c CLAIM sh PATH`: take a claim only one console can hold."""
+    return Command(("sh", "-c", CLAIM, "sh", _abs_path(path)), privileged=True)
+
+
 def read_if_exists(path: str) -> Command:
     """`sh -c READ_IF_EXISTS sh PATH`: the path travels as `$1`, never inside the script."""
     return Command(("sh", "-c", READ_IF_EXISTS, "sh", _abs_path(path)), privileged=True)

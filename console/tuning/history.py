@@ -238,7 +238,25 @@ async def save(session: HostSession, unit: str, entries: Sequence[HistoryEntry])
         kept = [e for e in kept[:1] if e.kind == "original"] + kept[-(MAX_ENTRIES - 1) :]
     records = [e.record() for e in kept]
     text = json.dumps({"version": HISTORY_VERSION, "entries": records}, indent=1) + "\n"
-    return await replace_file(session, path, text, ".history.json.tmp")
+    return await replace_file(session, path, text)
+
+
+async def claim_probation_rollback(session: HostSession, unit: str, entry: HistoryEntry) -> bool:
+    """Whether this console is the one to roll back `entry`'s crash on probation. Every
+    console that watches the host sees the crash and counts down; each that reaches the end
+    makes `ROOT/UNIT/probation-rollback-N-KEPT` (mkdir: atomic), and only the one that made
+    it goes on, so two watches never restart the host twice. KEPT (when the entry was kept)
+    keeps a history begun again from claiming with an old entry's number."""
+    kept = int(entry.finished_at or entry.started_at)
+    name = f"probation-rollback-{entry.n}-{kept}"
+    path = posixpath.join(unit_state_dir(unit, session.profile.service.state_dir), name)
+    result = await session.run(remote.claim(path), check=False, timeout=30)
+    if result.returncode == 0:
+        return True
+    if result.returncode == remote.CLAIMED_ALREADY:
+        return False
+    said = result.stderr.strip() or f"exit {result.returncode}"
+    raise HistoryError(f"cannot claim the probation rollback ({path}): {said}")
 
 
 def masked_argv(argv: Sequence[str], secrets: Collection[str]) -> list[str]:

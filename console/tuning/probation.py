@@ -491,6 +491,10 @@ class ProbationGuard:
                 ProbationDone(host, True, "the host's history moved on: left alone", skipped=True)
             )
             return
+        if not await history.claim_probation_rollback(session, service.unit, probation.entry):
+            detail = "another console rolls it back: left to it"
+            self.on_event(ProbationDone(host, True, detail, skipped=True))
+            return
         await self._record(session, crash, rolled_back=True, note=f"rolled back to {where}")
         cat = (await session.run(remote.systemctl_cat(service.unit), timeout=30)).stdout
         if target is None:

@@ -159,6 +159,35 @@ def test_a_crash_on_probation_is_rolled_back_by_watch_started_later(
     assert "✓ soak" in err and "✓ smoke test" in err
 
 
+def test_two_watches_roll_a_probation_crash_back_once(
+    sim: ThreadedSimFleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two operators each run `watch`: both see the crash and count down, one rolls back,
+    the other says so and leaves the host to it. (On the testbed both once recorded the crash
+    through one temporary file name: the second `mv` found nothing and its rollback
+    "stopped"; without that accident both would have restarted the host.)"""
+    kept_change(sim, capsys)
+    watches = [Watching(sim.fleet.profiles_dir, "b300", "--countdown", "0.5") for _ in "ab"]
+    try:
+        done = [w.wait_for("b300: probation rollback:", timeout=90) for w in watches]
+        assert sorted("back on history entry 0" in d for d in done) == [False, True], done
+        (other,) = [d for d in done if "back on" not in d]
+        assert "another console rolls it back: left to it" in other
+        for watch in watches:
+            assert watch.interrupt() == 0, watch.output()
+    finally:
+        for watch in watches:
+            watch.stop()
+    entries = host_history(sim)
+    assert [(e["kind"], e["outcome"]) for e in entries] == [
+        ("original", "original"),
+        ("change", "rolled_back"),
+        ("rollback", "kept"),
+    ]
+    restarts = [c for c in sim.fleet.hosts["b300"].commands if c.startswith("systemctl restart")]
+    assert len(restarts) == 2  # the change's and the one rollback's
+
+
 def test_ctrl_c_during_the_countdown_leaves_the_host_alone(
     sim: ThreadedSimFleet, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -45,7 +45,7 @@ async def test_a_wait_cancelled_as_it_completes_is_cancelled(tmp_path: Path) -> 
 async def test_stop_ends_a_task_that_lost_its_first_cancel() -> None:
     """asyncssh's connect runs in 3.11's `wait_for`, which can eat a cancel: the session's
     supervisor then carried on to its next attempt, and `stop` must cancel it again."""
-    attempts = []
+    attempts: list[int] = []
 
     async def supervisor() -> None:
         while True:
