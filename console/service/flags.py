@@ -297,6 +297,11 @@ def diff_argv(
 # --- variant names ----------------------------------------------------------------------------
 
 
+MAX_VARIANT_CHARS = 100
+"""The longest configuration name: with the unit's and host's names it stays well inside a
+file name's 255 bytes."""
+
+
 def format_variant(template: str, values: Mapping[str, FlagValue]) -> str:
     """Name a configuration for artifacts: `{nvls}b{budget}t{topk}` → `nvlsb8t4`.
 
@@ -330,4 +335,10 @@ def format_variant(template: str, values: Mapping[str, FlagValue]) -> str:
         else:
             out.append(format_value(value))
     name = re.sub(r"[^A-Za-z0-9._-]", "_", "".join(out))
+    if len(name) > MAX_VARIANT_CHARS:
+        raise FlagError(
+            f"the variant would be {len(name)} characters, at most {MAX_VARIANT_CHARS}: it goes "
+            "into file names beside the unit's and host's",
+            value=template,
+        )
     return re.sub(r"^\.+", lambda m: "_" * len(m.group()), name)  # never `.`, `..` or hidden

@@ -105,7 +105,7 @@ def test_an_unusable_identity_file_is_exit_2_before_any_host(
     }[kind] in err
 
 
-@pytest.mark.parametrize("variant", ["{budget", "{nope}", "{budget:zz}"])
+@pytest.mark.parametrize("variant", ["{budget", "{nope}", "{budget:zz}", "{budget:>300}"])
 def test_a_bad_variant_is_exit_2_before_any_host(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], variant: str
 ) -> None:
