@@ -35,7 +35,7 @@ from typing import BinaryIO
 
 import asyncssh
 
-from console.local.files import publish_new, write_file
+from console.local.files import publish_new, umask, write_file
 from console.package.digests import HostDigests, remote_hashes
 from console.package.manifest import PART_SUFFIX, hash_file
 from console.package.names import shown as shown_name
@@ -348,8 +348,9 @@ DEFAULT_MODE = 0o644
 
 
 def _finish(part: Path, target: Path, mtime: float | None, mode: int | None) -> None:
-    # The source's own bits: a 0600 file stays 0600 (never widened to share it).
-    os.chmod(part, DEFAULT_MODE if mode is None else mode & 0o777)
+    # The source's own bits, less what the umask takes (as scp does): a 0600 file stays 0600
+    # (never widened to share it), a 0644 one is 0600 under umask 077.
+    os.chmod(part, (DEFAULT_MODE if mode is None else mode & 0o777) & ~umask())
     if mtime is not None:
         os.utime(part, (mtime, mtime))
     publish_new(part, target)

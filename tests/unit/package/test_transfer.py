@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from console.package import transfer
 from console.package.transfer import Outcome, hashed_name, human_size, resolve_target, write_bytes
 
 
@@ -85,3 +86,19 @@ def test_human_sizes() -> None:
         "3.0 MiB",
         "5.0 GiB",
     ]
+
+
+@pytest.mark.parametrize(
+    ("source", "mask", "kept"),
+    [(0o644, 0o077, 0o600), (0o600, 0o022, 0o600), (0o644, 0o022, 0o644)],
+)
+def test_a_fetched_file_keeps_its_mode_less_the_umask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: int, mask: int, kept: int
+) -> None:
+    """As scp: the host's bits, never widened, and an operator's umask 077 keeps a shared
+    package's bench files to themselves (they came 0644 under it)."""
+    part = tmp_path / "a.json.part"
+    part.write_text("{}")
+    monkeypatch.setattr(transfer, "umask", lambda: mask)  # the process's, read at start
+    transfer._finish(part, tmp_path / "a.json", None, source)
+    assert (tmp_path / "a.json").stat().st_mode & 0o777 == kept
