@@ -109,19 +109,35 @@ async def poll_gpus(
     """Forever: the host's GPUs and new Xid errors every `[gpu] interval_s` while it is
     connected and on screen (`shown`); `wake` set reads at once, on screen or not (its row
     came on screen; a crash, whose Xid is wanted now). A reading is emitted when it has GPUs
-    or Xids, and a problem only when it differs from the last one (said once, not per poll)."""
+    or Xids, and a problem only when it differs from the last one (said once, not per poll).
+    A host without the tool is asked again only every `NO_TOOL_FACTOR` intervals, whatever
+    wakes the poll meanwhile (a wake then reads the Xids alone)."""
     config = session.profile.gpu
     said: str | None = None
     cursor: str | None = None
     newest = 0.0  # the newest Xid emitted: a read from the start again does not repeat it
+    quiet_until: float | None = None  # no tool: not asked again before this, woken or not
     while True:
         await session.wait_connected()
         woken = wake.is_set()
         wake.clear()
         wait = config.interval_s
+        # Without the tool, a wake (a crash; a row back on screen as a dialog closes) reads
+        # the kernel's Xids only: the tool was asked again at every dialog, not every
+        # `NO_TOOL_FACTOR` intervals.
+        quiet = quiet_until is not None and clock.monotonic() < quiet_until
+        if quiet and not woken:
+            await clocks.wait(clock, wake, (quiet_until or 0.0) - clock.monotonic())
+            continue
         if woken or shown():
             try:
-                reading, cursor = await read_all(session, config, clock.time(), cursor)
+                if quiet:
+                    xids, cursor = await read_xids(session, cursor)
+                    reading = GpuReading(
+                        session.name, clock.time(), problem=said, no_tool=True, xids=tuple(xids)
+                    )
+                else:
+                    reading, cursor = await read_all(session, config, clock.time(), cursor)
             except RemoteError as exc:  # the link went, or the tool hung
                 reading = GpuReading(session.name, clock.time(), problem=str(exc))
             if session.state.state is not ConnState.CONNECTED:
@@ -132,6 +148,10 @@ async def poll_gpus(
             if reading.gpus or fresh or reading.problem != said:
                 emit(reading)
             said = reading.problem
-            if reading.no_tool:
-                wait *= NO_TOOL_FACTOR
+            if not reading.no_tool:
+                quiet_until = None
+            elif not quiet:
+                quiet_until = clock.monotonic() + wait * NO_TOOL_FACTOR
+            if quiet_until is not None:
+                wait = max(0.0, quiet_until - clock.monotonic())
         await clocks.wait(clock, wake, wait)
