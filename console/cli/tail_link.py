@@ -71,7 +71,9 @@ class LinkNotices:
         elif state.state in _LOST and self._connected_once and self._lost_at is None:
             self._lost_at = now
             self._last_notice = now
-            retry = f"; retry in {state.retry_s:.0f}s" if state.retry_s is not None else ""
+            retry = ""
+            if state.retry_s is not None:  # the first back-off is under a second: not "in 0s"
+                retry = f"; retry in {state.retry_s:.0f}s" if state.retry_s >= 1 else "; retrying"
             detail = f" ({state.detail}{retry})" if state.detail else ""
             self._say(f"{self.name}: link lost{detail}, reconnecting…")
         elif state.state is ConnState.HOST_KEY_REFUSED and self._connected_once:
