@@ -249,7 +249,9 @@ async def claim_probation_rollback(session: HostSession, unit: str, entry: Histo
     keeps a history begun again from claiming with an old entry's number."""
     kept = int(entry.finished_at or entry.started_at)
     name = f"probation-rollback-{entry.n}-{kept}"
-    path = posixpath.join(unit_state_dir(unit, session.profile.service.state_dir), name)
+    directory = unit_state_dir(unit, session.profile.service.state_dir)
+    path = posixpath.join(directory, name)
+    await session.run(remote.make_dirs(directory), timeout=30)
     result = await session.run(remote.claim(path), check=False, timeout=30)
     if result.returncode == 0:
         return True

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,13 @@ from console.cli import parse_args
 from console.cli import rollback as cli_rollback
 from console.cli import set as cli_set
 from console.hosts.events import RolloutEvent, RolloutProgress, RolloutStep
-from console.hosts.profiles import load_fleet
+from console.hosts.profiles import Profile, load_fleet
 from console.service.status import read_status
 from console.service.unit import effective_service
 from console.sim.fleet import SimFleet
 from console.transport import remote
+from console.tuning import history
+from console.tuning.history import HistoryEntry
 from console.tuning.plan import parse_assignments, read_plan
 from console.tuning.rollout import Rollout, RolloutOptions
 from tests.integration.test_rollout import connect
@@ -237,3 +240,28 @@ async def test_a_damaged_history_refuses_the_change_and_records_no_experiment(
     assert (dropin.read_text() if dropin.exists() else None) == before
     code, out, err = await cli(cli_history, ["history", "b300"], sim.profiles_dir, capsys)
     assert "Traceback" not in out + err and "is not a specops history" in out + err
+
+
+async def test_one_console_claims_a_probation_rollback(profiles: list[Profile]) -> None:
+    """Of two consoles at the end of one countdown, the first to make the claim rolls back
+    (both counting down at once; the two-watch test may see the second come after)."""
+    entry = HistoryEntry(
+        n=3,
+        kind="change",
+        action="set",
+        outcome="kept",
+        values={},
+        argv=(),
+        environment={},
+        dropin=None,
+        finished_at=1e9,
+    )
+    first, second = await connect(profiles[0]), await connect(profiles[0])
+    try:
+        assert await history.claim_probation_rollback(first, UNIT, entry) is True
+        assert await history.claim_probation_rollback(second, UNIT, entry) is False
+        later = replace(entry, finished_at=2e9)  # a history begun again: the same number
+        assert await history.claim_probation_rollback(second, UNIT, later) is True
+    finally:
+        await first.close()
+        await second.close()

@@ -163,7 +163,7 @@ def test_two_watches_roll_a_probation_crash_back_once(
     sim: ThreadedSimFleet, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Two operators each run `watch`: both see the crash and count down, one rolls back,
-    the other says so and leaves the host to it. (On the testbed both once recorded the crash
+    the other leaves the host to it. (On the testbed both once recorded the crash
     through one temporary file name: the second `mv` found nothing and its rollback
     "stopped"; without that accident both would have restarted the host.)"""
     kept_change(sim, capsys)
@@ -172,7 +172,12 @@ def test_two_watches_roll_a_probation_crash_back_once(
         done = [w.wait_for("b300: probation rollback:", timeout=90) for w in watches]
         assert sorted("back on history entry 0" in d for d in done) == [False, True], done
         (other,) = [d for d in done if "back on" not in d]
-        assert "another console rolls it back: left to it" in other
+        # Left alone: the other console's claim was first, or (when this one's countdown
+        # ended later) its rollback was already in the history.
+        assert (
+            "another console rolls it back: left to it" in other
+            or "the host's history moved on: left alone" in other
+        ), other
         for watch in watches:
             assert watch.interrupt() == 0, watch.output()
     finally:
